@@ -1,0 +1,54 @@
+package breaker
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// Consecutive trips a closed breaker on the Failures-th failure in a row: with
+// Failures 5, the fifth failure trips it, not the sixth. A success starts the
+// count again; an ignored call leaves it as it is.
+//
+// Failures must be at least 1; the zero value is not valid. A manager.Config
+// with a nil Strategy uses Consecutive{Failures: 5}.
+type Consecutive struct {
+	// Failures is how many failures in a row trip the breaker.
+	Failures int
+}
+
+// NewCounter implements Strategy.
+func (s Consecutive) NewCounter() (Counter, error) {
+	if s.Failures < 1 {
+		return nil, Invalid("breaker.Consecutive.Failures", "must be at least 1, got %d", s.Failures)
+	}
+	return &consecutiveCounter{limit: int64(s.Failures)}, nil
+}
+
+// consecutiveCounter is one atomic word. A success only loads it unless it
+// has to clear it, so that a healthy breaker's callers share the cache line
+// without writing to it.
+type consecutiveCounter struct {
+	n     atomic.Int64
+	limit int64
+}
+
+func (c *consecutiveCounter) Record(o classify.Outcome, _ time.Time) bool {
+	switch o {
+	case classify.Success:
+		if c.n.Load() != 0 {
+			c.n.Store(0)
+		}
+	case classify.Failure:
+		return c.n.Add(1) == c.limit
+	}
+	return false
+}
+
+func (c *consecutiveCounter) Reset()          { c.n.Store(0) }
+func (c *consecutiveCounter) UsesClock() bool { return false }
+
+// Count returns the current run of failures. It is meant for tests and
+// diagnostics.
+func (c *consecutiveCounter) Count() int64 { return c.n.Load() }

@@ -1,0 +1,65 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrOpen is matched, with errors.Is, by the error of every call a breaker
+// declines. The error itself is an *OpenError, which says which breaker
+// declined and until when.
+var ErrOpen = errors.New("fusebox: breaker is open")
+
+// OpenError is the error a declined call gets. A breaker builds one per open
+// period when its state changes, so declining a call allocates nothing; the
+// value is shared by every call declined in that period and must not be
+// modified.
+type OpenError struct {
+	// Name is the breaker's name.
+	Name string
+	// State is Open, HalfOpen or Probing: the state that declined the call.
+	State State
+	// Until is when the breaker next lets a probe through: the end of the
+	// open period, or the end of the running probe's time. It is zero when
+	// that is not known (yet), for example while a breaker is forced open.
+	Until time.Time
+}
+
+// Error describes the declined call, for example
+// `fusebox: breaker "payments" is open until 2026-01-02T15:04:05Z`.
+func (e *OpenError) Error() string {
+	var what string
+	switch e.State {
+	case Probing:
+		what = "probing (one trial call in flight)"
+	default:
+		what = e.State.String()
+	}
+	if e.Until.IsZero() {
+		return fmt.Sprintf("fusebox: breaker %q is %s", e.Name, what)
+	}
+	return fmt.Sprintf("fusebox: breaker %q is %s until %s", e.Name, what, e.Until.Format(time.RFC3339Nano))
+}
+
+// Is reports whether target is ErrOpen, so that errors.Is(err, ErrOpen)
+// holds for every declined call.
+func (e *OpenError) Is(target error) bool { return target == ErrOpen }
+
+// ConfigError reports an invalid field of a strategy or of a recovery
+// policy. Register wraps it with the breaker's name.
+type ConfigError struct {
+	// Field names the field, qualified by its type, such as
+	// "breaker.FailureRate.Rate".
+	Field string
+	// Problem says what is wrong with it, such as "must be in (0, 1], got 1.5".
+	Problem string
+}
+
+// Error returns "Field Problem".
+func (e *ConfigError) Error() string { return e.Field + " " + e.Problem }
+
+// Invalid returns a *ConfigError for field; problem is formatted with args.
+func Invalid(field, problem string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(problem, args...)}
+}

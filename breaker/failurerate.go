@@ -1,0 +1,100 @@
+package breaker
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// FailureRate trips a closed breaker when, among the last Window calls, the
+// share of failures reaches Rate. Ignored calls do not enter the window.
+//
+// The window is a ring of one bit per call with a running count of the set
+// bits, so recording a call is O(1) whatever the window's size, and lock-free:
+// a caller claims a slot with one atomic add and flips its bit only when the
+// outcome differs from the one it replaces.
+type FailureRate struct {
+	// Rate trips the breaker when failures/calls >= Rate. It must be in
+	// (0, 1].
+	Rate float64
+	// Window is how many of the most recent calls are remembered. It must be
+	// at least 1.
+	Window int
+	// MinCalls is how many calls the window must hold before the breaker may
+	// trip. Zero means Window: the window must be full. It must not exceed
+	// Window.
+	MinCalls int
+}
+
+// NewCounter implements Strategy.
+func (s FailureRate) NewCounter() (Counter, error) {
+	if err := checkRate("breaker.FailureRate.Rate", s.Rate); err != nil {
+		return nil, err
+	}
+	if s.Window < 1 {
+		return nil, Invalid("breaker.FailureRate.Window", "must be at least 1, got %d", s.Window)
+	}
+	if s.MinCalls < 0 || s.MinCalls > s.Window {
+		return nil, Invalid("breaker.FailureRate.MinCalls", "must be between 0 and Window (%d), got %d", s.Window, s.MinCalls)
+	}
+	minCalls := s.MinCalls
+	if minCalls == 0 {
+		minCalls = s.Window
+	}
+	return &rateCounter{
+		rate:   s.Rate,
+		window: uint64(s.Window),
+		min:    uint64(minCalls),
+		bits:   make([]atomic.Uint64, (s.Window+63)/64),
+	}, nil
+}
+
+func checkRate(field string, r float64) error {
+	if math.IsNaN(r) || r <= 0 || r > 1 {
+		return Invalid(field, "must be in (0, 1], got %v", r)
+	}
+	return nil
+}
+
+type rateCounter struct {
+	pos      atomic.Uint64 // calls recorded since the last reset
+	failures atomic.Int64  // set bits in the ring
+	rate     float64
+	window   uint64
+	min      uint64
+	bits     []atomic.Uint64
+}
+
+func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
+	if o != classify.Success && o != classify.Failure {
+		return false
+	}
+	n := c.pos.Add(1)
+	slot := (n - 1) % c.window
+	word, mask := &c.bits[slot/64], uint64(1)<<(slot%64)
+	if o == classify.Success {
+		// A success replacing a success writes nothing.
+		if word.Load()&mask != 0 && word.And(^mask)&mask != 0 {
+			c.failures.Add(-1)
+		}
+		return false
+	}
+	failures := c.failures.Load()
+	if word.Load()&mask == 0 && word.Or(mask)&mask == 0 {
+		failures = c.failures.Add(1)
+	}
+	calls := min(n, c.window)
+	return calls >= c.min && float64(failures) >= c.rate*float64(calls)
+}
+
+func (c *rateCounter) Reset() {
+	for i := range c.bits {
+		c.bits[i].Store(0)
+	}
+	c.failures.Store(0)
+	c.pos.Store(0)
+}
+
+func (c *rateCounter) UsesClock() bool { return false }

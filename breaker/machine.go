@@ -1,0 +1,291 @@
+package breaker
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// Snapshot is a breaker's state at one moment. A Machine publishes a new
+// Snapshot for every change and never modifies one after publishing it, so a
+// Snapshot may be read freely by any goroutine.
+type Snapshot struct {
+	// State is the breaker's state.
+	State State
+	// Gen counts the breaker's transitions: it grows by one with each, so a
+	// Ticket granted in an earlier generation can be told apart.
+	Gen uint64
+	// Since is when State was entered.
+	Since time.Time
+	// Until is when the open period or the probe's time ends; zero when
+	// there is none or it is not known yet.
+	Until time.Time
+	// Forced is set on a breaker forced open by hand: no timer ends it, only
+	// Reset does.
+	Forced bool
+	// Halted is set once the machine is halted: every call is refused and
+	// every transition is refused.
+	Halted bool
+
+	admit bool       // State == Closed && !Halted: the one check on the hot path
+	err   *OpenError // what a declined call gets; nil when admit
+}
+
+// Admits reports whether a call acquired now goes through without becoming
+// a probe: the breaker is closed and not halted.
+func (s *Snapshot) Admits() bool { return s.admit }
+
+// Err returns the error a call declined in this snapshot gets: an
+// *OpenError built once for the snapshot. It is nil for a closed breaker.
+func (s *Snapshot) Err() *OpenError { return s.err }
+
+// Ticket is what an admitted call holds until it reports its outcome: the
+// generation it was admitted in, and whether it is the probe.
+type Ticket struct {
+	Gen   uint64
+	Probe bool
+}
+
+// Step is one transition the machine made.
+type Step struct {
+	Transition
+	// Gen is the generation the transition entered.
+	Gen uint64
+	// At is when it happened.
+	At time.Time
+	// Outcome is the outcome of the call that caused it, or zero.
+	Outcome classify.Outcome
+	// Cause says what caused it.
+	Cause Cause
+}
+
+// NeedsTimer reports whether the state entered by the step runs a timer
+// whose length the breaker's recovery policy decides: the three transitions
+// {closed, open}, {probing, open} and {half_open, probing}.
+func (s Step) NeedsTimer() bool {
+	switch s.Transition {
+	case Transition{Closed, Open}, Transition{Probing, Open}, Transition{HalfOpen, Probing}:
+		return s.Cause != CauseForceOpen
+	}
+	return false
+}
+
+// Release is what became of a released Ticket.
+type Release uint8
+
+const (
+	// Counted: the outcome was recorded by the strategy (a closed-state
+	// call) or decided the probe.
+	Counted Release = iota + 1
+	// Stale: the ticket was granted in an earlier generation; nothing
+	// changed.
+	Stale
+)
+
+// Machine is one breaker's state machine. It is safe for concurrent use; see
+// the package documentation.
+type Machine struct {
+	cur     atomic.Pointer[Snapshot]
+	counter Counter
+	name    string
+}
+
+// NewMachine returns a closed breaker named name, counting outcomes with c,
+// that entered the closed state at now.
+func NewMachine(name string, c Counter, now time.Time) *Machine {
+	m := new(Machine)
+	m.Init(name, c, now)
+	return m
+}
+
+// Init makes a zero Machine what NewMachine returns, for drivers that keep
+// the machine inside a larger struct. It must be called before any other
+// method, and only once.
+func (m *Machine) Init(name string, c Counter, now time.Time) {
+	m.name, m.counter = name, c
+	m.cur.Store(m.snapshot(Closed, 1, now, time.Time{}, false, false))
+}
+
+// Name returns the breaker's name.
+func (m *Machine) Name() string { return m.name }
+
+// Counter returns the strategy's counter.
+func (m *Machine) Counter() Counter { return m.counter }
+
+// Snapshot returns the current state.
+func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
+
+func (m *Machine) snapshot(st State, gen uint64, since, until time.Time, forced, halted bool) *Snapshot {
+	s := &Snapshot{State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted}
+	s.admit = st == Closed && !halted
+	if !s.admit {
+		s.err = &OpenError{Name: m.name, State: st, Until: until}
+	}
+	return s
+}
+
+// move publishes the state to if the current snapshot is still from.
+func (m *Machine) move(from *Snapshot, to State, now time.Time, o classify.Outcome, cause Cause, forced bool) (Step, bool) {
+	if from.Halted {
+		return Step{}, false
+	}
+	if to == Closed {
+		// Before publishing, so that no call admitted in the new
+		// generation records into a counter that is about to be cleared.
+		m.counter.Reset()
+	}
+	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false)
+	if !m.cur.CompareAndSwap(from, next) {
+		return Step{}, false
+	}
+	return Step{Transition: Transition{from.State, to}, Gen: next.Gen, At: now, Outcome: o, Cause: cause}, true
+}
+
+// Acquire admits a call or declines it. In the closed state it returns a
+// ticket at once. In half_open the first caller becomes the probe, which
+// moves the breaker to probing at now (the returned step); every other
+// caller is declined with the snapshot's *OpenError. A halted machine
+// declines with a nil error and a zero ticket: the driver decides what to
+// tell the caller.
+func (m *Machine) Acquire(now time.Time) (Ticket, Step, *OpenError) {
+	for {
+		s := m.cur.Load()
+		switch {
+		case s.admit:
+			return Ticket{Gen: s.Gen}, Step{}, nil
+		case s.Halted:
+			return Ticket{}, Step{}, nil
+		case s.State != HalfOpen:
+			return Ticket{}, Step{}, s.err
+		}
+		if step, ok := m.move(s, Probing, now, 0, CauseProbe, false); ok {
+			return Ticket{Gen: step.Gen, Probe: true}, step, nil
+		}
+		// Another caller moved the breaker first; look again.
+	}
+}
+
+// Record reports the outcome of a call admitted in the closed state. It
+// returns Stale, and changes nothing, if the breaker has changed generation
+// since the ticket was granted. Otherwise it records o in the strategy's
+// counter and reports whether the breaker should now trip: then the caller
+// calls Trip. now is only read by counters whose UsesClock is true.
+func (m *Machine) Record(t Ticket, o classify.Outcome, now time.Time) (trip bool, r Release) {
+	s := m.cur.Load()
+	if t.Gen != s.Gen || s.State != Closed || t.Probe {
+		return false, Stale
+	}
+	return m.counter.Record(o, now), Counted
+}
+
+// Trip opens a closed breaker of generation gen, at now, because of a call
+// with outcome o. It does nothing if the breaker is no longer that closed
+// generation.
+func (m *Machine) Trip(gen uint64, o classify.Outcome, now time.Time) (Step, bool) {
+	s := m.cur.Load()
+	if s.Gen != gen || s.State != Closed {
+		return Step{}, false
+	}
+	return m.move(s, Open, now, o, CauseTrip, false)
+}
+
+// EndProbe reports the probe's outcome: a success closes the breaker, a
+// failure re-opens it, and ignore gives the probe slot back (half_open). A
+// ticket that is not the current probe is Stale and changes nothing: the
+// probe's time ran out, or the breaker was reset or forced open meanwhile.
+func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, Release) {
+	s := m.cur.Load()
+	if !t.Probe || t.Gen != s.Gen || s.State != Probing {
+		return Step{}, Stale
+	}
+	to := Open
+	switch o {
+	case classify.Success:
+		to = Closed
+	case classify.Ignore:
+		to = HalfOpen
+	}
+	step, ok := m.move(s, to, now, o, CauseProbe, false)
+	if !ok {
+		return Step{}, Stale
+	}
+	return step, Counted
+}
+
+// Expire ends the timer of generation gen at now: an open period ends
+// (open -> half_open) or a probe's time runs out (probing -> half_open, and
+// the probe's ticket becomes stale). It does nothing if the breaker has
+// moved on from gen, or is forced open.
+func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
+	s := m.cur.Load()
+	if s.Gen != gen || s.Forced || (s.State != Open && s.State != Probing) {
+		return Step{}, false
+	}
+	return m.move(s, HalfOpen, now, 0, CauseTimer, false)
+}
+
+// SetUntil records, for generation gen, when its open period or probe time
+// ends, so that declined calls can say so. It makes no transition.
+func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
+	s := m.cur.Load()
+	if s.Gen != gen || s.admit || s.Halted {
+		return false
+	}
+	next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false)
+	return m.cur.CompareAndSwap(s, next)
+}
+
+// ForceOpen opens the breaker at now until Reset, whatever its state; no
+// timer closes it. It reports false if the breaker was already forced open.
+func (m *Machine) ForceOpen(now time.Time) (Step, bool) {
+	for {
+		s := m.cur.Load()
+		if s.Forced || s.Halted {
+			return Step{}, false
+		}
+		if step, ok := m.move(s, Open, now, 0, CauseForceOpen, true); ok {
+			return step, true
+		}
+	}
+}
+
+// Reset closes the breaker at now, whatever its state, with cause (CauseReset
+// for a reset by hand, CauseRestart for a supervisor's restart), and clears
+// its counter. A breaker forced open stays forced open on a restart; only
+// CauseReset lifts that. It reports false, after clearing the counter, if the
+// breaker was already closed.
+func (m *Machine) Reset(now time.Time, cause Cause) (Step, bool) {
+	for {
+		s := m.cur.Load()
+		if s.Halted {
+			return Step{}, false
+		}
+		if s.State == Closed {
+			m.counter.Reset()
+			return Step{}, false
+		}
+		if s.Forced && cause != CauseReset {
+			return Step{}, false
+		}
+		if step, ok := m.move(s, Closed, now, 0, cause, false); ok {
+			return step, true
+		}
+	}
+}
+
+// Halt stops the machine for good: from now on every Acquire is declined
+// with a zero ticket and a nil error, every ticket is stale, and no
+// transition is made. The snapshot keeps the state the breaker was in.
+func (m *Machine) Halt() {
+	for {
+		s := m.cur.Load()
+		if s.Halted {
+			return
+		}
+		next := m.snapshot(s.State, s.Gen+1, s.Since, s.Until, s.Forced, true)
+		if m.cur.CompareAndSwap(s, next) {
+			return
+		}
+	}
+}

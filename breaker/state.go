@@ -1,0 +1,83 @@
+package breaker
+
+import "strconv"
+
+// State is where a breaker is in its cycle. The zero value is not a state.
+type State uint8
+
+const (
+	// Closed lets every call through and counts their outcomes.
+	Closed State = iota + 1
+	// Open declines every call at once until its open period ends.
+	Open
+	// HalfOpen lets exactly one call through, the probe; the caller that
+	// takes it moves the breaker to Probing.
+	HalfOpen
+	// Probing has one probe in flight and declines every other call.
+	Probing
+)
+
+// String returns "closed", "open", "half_open" or "probing".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	case Probing:
+		return "probing"
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Valid reports whether s is one of the four states.
+func (s State) Valid() bool { return s >= Closed && s <= Probing }
+
+// Transition is a change of state.
+type Transition struct{ From, To State }
+
+// String returns the transition as "from->to", for example "closed->open".
+func (t Transition) String() string { return t.From.String() + "->" + t.To.String() }
+
+// Cause says what made a transition happen.
+type Cause uint8
+
+const (
+	// CauseTrip: the strategy of a closed breaker saw enough failures.
+	CauseTrip Cause = iota + 1
+	// CauseProbe: a caller became the probe, or the probe's outcome was
+	// reported (success closes, failure re-opens, ignore frees the slot).
+	CauseProbe
+	// CauseTimer: an open period or a probe's time ran out.
+	CauseTimer
+	// CauseForceOpen: the breaker was forced open by hand.
+	CauseForceOpen
+	// CauseReset: the breaker was reset to closed by hand.
+	CauseReset
+	// CauseRestart: the manager restarted the breaker after a panic in a
+	// user callback.
+	CauseRestart
+)
+
+// String returns a lowercase name such as "trip" or "timer".
+func (c Cause) String() string {
+	switch c {
+	case CauseTrip:
+		return "trip"
+	case CauseProbe:
+		return "probe"
+	case CauseTimer:
+		return "timer"
+	case CauseForceOpen:
+		return "force_open"
+	case CauseReset:
+		return "reset"
+	case CauseRestart:
+		return "restart"
+	case 0:
+		return "none"
+	}
+	return "cause(" + strconv.Itoa(int(c)) + ")"
+}

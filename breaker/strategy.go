@@ -1,0 +1,35 @@
+package breaker
+
+import (
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// Strategy decides when a closed breaker trips. A Strategy is a
+// configuration value, such as Consecutive{Failures: 5}; each breaker gets a
+// Counter of its own from NewCounter.
+type Strategy interface {
+	// NewCounter validates the strategy and returns a fresh Counter for one
+	// breaker. The error, a *ConfigError, names the field that is wrong.
+	NewCounter() (Counter, error)
+}
+
+// Counter records the outcomes of the calls a closed breaker lets through.
+//
+// Record is called concurrently by every caller releasing a call, on the
+// caller's goroutine, so it must be lock-free or nearly so and must not
+// block. Exactly the Record call whose outcome makes the breaker trip should
+// return true; the breaker's compare-and-swap makes the trip happen once even
+// if several calls return true together.
+type Counter interface {
+	// Record counts outcome o, observed at now, and reports whether the
+	// breaker should trip. now is the zero time unless UsesClock is true.
+	Record(o classify.Outcome, now time.Time) (trip bool)
+	// Reset forgets every outcome recorded so far. It is called when the
+	// breaker closes.
+	Reset()
+	// UsesClock reports whether Record needs the current time. Count-based
+	// counters return false, and callers then never read the clock for them.
+	UsesClock() bool
+}

@@ -1,0 +1,240 @@
+package manager
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/stripe"
+	"github.com/fusebox-go/fusebox/recover"
+)
+
+// Breaker is a handle to one registered breaker. It is safe for concurrent
+// use; keep it rather than looking it up by name for every call.
+type Breaker struct {
+	// Read on every call.
+	mach     breaker.Machine
+	classify classify.Classifier
+	timed    bool // the strategy's counter needs the time of each call
+	mgr      *Manager
+	stats    stripe.Counters
+
+	// Owned by the manager's goroutine.
+	rec      recover.Recover
+	recState any
+	nextGen  uint64 // the generation whose step the manager handles next
+	early    []breaker.Step
+	dropped  atomic.Uint64
+}
+
+// Indices into Breaker.stats.
+const (
+	statSuccess = iota
+	statFailure
+	statIgnore
+	statDeclined
+	statStale
+)
+
+func outcomeStat(o classify.Outcome) int {
+	switch o {
+	case classify.Success:
+		return statSuccess
+	case classify.Ignore:
+		return statIgnore
+	}
+	return statFailure
+}
+
+// Name returns the name the breaker was registered under.
+func (b *Breaker) Name() string { return b.mach.Name() }
+
+// State returns the breaker's current state. A transition made by a call
+// (a trip, a probe) shows at once; one made by a timer shows once the
+// manager has handled it (see Manager.Sync).
+func (b *Breaker) State() breaker.State { return b.mach.Snapshot().State }
+
+// Snapshot returns the breaker's current state in full: when it was entered,
+// when its timer ends, and whether it is forced open.
+func (b *Breaker) Snapshot() *breaker.Snapshot { return b.mach.Snapshot() }
+
+// Permit is the right to make one call through a breaker, returned by
+// Acquire. Report the call's result with exactly one Release or
+// ReleaseOutcome. A Permit is a small value; copying it is cheap, but
+// releasing two copies counts the call twice. The zero Permit's methods do
+// nothing.
+type Permit struct {
+	b *Breaker
+	t breaker.Ticket
+}
+
+// Probe reports whether the permit is the breaker's probe: the one call let
+// through in half_open, whose outcome closes or re-opens the breaker.
+func (p Permit) Probe() bool { return p.t.Probe }
+
+// Acquire asks for a permit to make one call. It never waits for the
+// manager. In the closed state it returns a permit at once; in half_open the
+// first caller gets the probe's permit; otherwise the call is declined with
+// a *breaker.OpenError (errors.Is(err, breaker.ErrOpen) holds), built once
+// per open period so that declining allocates nothing. Once the manager has
+// stopped, Acquire returns ErrStopped.
+//
+// ctx is consulted only when the call would become the probe: a caller whose
+// context is already done gets ctx.Err() instead of taking the probe slot.
+func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
+	s := b.mach.Snapshot()
+	if s.Admits() {
+		return Permit{b: b, t: breaker.Ticket{Gen: s.Gen}}, nil
+	}
+	return b.acquireSlow(ctx, s)
+}
+
+func (b *Breaker) acquireSlow(ctx context.Context, s *breaker.Snapshot) (Permit, error) {
+	switch {
+	case s.Halted:
+		return Permit{}, ErrStopped
+	case s.State != breaker.HalfOpen:
+		b.stats.Add(statDeclined)
+		return Permit{}, s.Err()
+	}
+	if ctx != nil {
+		if err := ctx.Err(); err != nil {
+			return Permit{}, err
+		}
+	}
+	t, step, oerr := b.mach.Acquire(b.mgr.clk.Now())
+	switch {
+	case oerr != nil:
+		b.stats.Add(statDeclined)
+		return Permit{}, oerr
+	case t.Gen == 0:
+		return Permit{}, ErrStopped
+	}
+	if step.Gen != 0 {
+		b.mgr.notify(b, step)
+	}
+	return Permit{b: b, t: t}, nil
+}
+
+// Release reports the result of the call, classified by the breaker's
+// Classifier. See ReleaseOutcome.
+func (p Permit) Release(err error) {
+	if p.b != nil {
+		p.ReleaseOutcome(p.b.classify(err))
+	}
+}
+
+// ReleaseOutcome reports the outcome of the call. In the closed state the
+// outcome goes to the breaker's strategy, and the one outcome that trips the
+// breaker opens it before ReleaseOutcome returns. A probe's outcome closes
+// the breaker (Success), re-opens it (Failure) or gives the probe slot back
+// (Ignore). A permit granted before the breaker last changed state is
+// stale: its outcome is counted in the stats and changes nothing else. An
+// outcome that is not Success, Failure or Ignore counts as Failure.
+func (p Permit) ReleaseOutcome(o classify.Outcome) {
+	b := p.b
+	if b == nil {
+		return
+	}
+	if !o.Valid() {
+		o = classify.Failure
+	}
+	b.stats.Add(outcomeStat(o))
+	if p.t.Probe {
+		b.endProbe(p.t, o)
+		return
+	}
+	var now time.Time
+	if b.timed {
+		now = b.mgr.clk.Now()
+	}
+	trip, r := b.mach.Record(p.t, o, now)
+	if r == breaker.Stale {
+		b.stats.Add(statStale)
+		return
+	}
+	if trip {
+		if step, ok := b.mach.Trip(p.t.Gen, o, b.mgr.clk.Now()); ok {
+			b.mgr.notify(b, step)
+		}
+	}
+}
+
+func (b *Breaker) endProbe(t breaker.Ticket, o classify.Outcome) {
+	step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
+	if r == breaker.Stale {
+		b.stats.Add(statStale)
+		return
+	}
+	b.mgr.notify(b, step)
+}
+
+// Do calls fn through the breaker: it acquires a permit, calls fn with ctx,
+// and releases the permit with fn's error, which it returns. A declined call
+// returns the *breaker.OpenError without calling fn. If fn panics, the call
+// is released as a failure and the panic goes on.
+func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
+	p, err := b.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	released := false
+	defer func() {
+		if !released {
+			p.ReleaseOutcome(classify.Failure)
+		}
+	}()
+	err = fn(ctx)
+	released = true
+	p.Release(err)
+	return err
+}
+
+// Call is Do for a function that returns a value: it returns fn's value and
+// error, or T's zero value and the *breaker.OpenError of a declined call.
+func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	p, err := b.Acquire(ctx)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	released := false
+	defer func() {
+		if !released {
+			p.ReleaseOutcome(classify.Failure)
+		}
+	}()
+	v, err := fn(ctx)
+	released = true
+	p.Release(err)
+	return v, err
+}
+
+// ForceOpen opens the breaker until Reset: every call is declined, and no
+// timer ends it (an isolation switch). It returns ErrStopped once the
+// manager has stopped; forcing a breaker that is already forced open does
+// nothing.
+func (b *Breaker) ForceOpen() error {
+	step, ok := b.mach.ForceOpen(b.mgr.clk.Now())
+	if ok {
+		b.mgr.notify(b, step)
+	} else if b.mach.Snapshot().Halted {
+		return ErrStopped
+	}
+	return nil
+}
+
+// Reset closes the breaker, whatever its state (a forced-open one included),
+// and clears its strategy's counts. A permit granted before the reset
+// becomes stale. It returns ErrStopped once the manager has stopped.
+func (b *Breaker) Reset() error {
+	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
+	if ok {
+		b.mgr.notify(b, step)
+	} else if b.mach.Snapshot().Halted {
+		return ErrStopped
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/recover"
+)
+
+// Config is the configuration of one breaker. Its zero value is valid.
+type Config struct {
+	// Strategy decides when the closed breaker trips. Nil means
+	// breaker.Consecutive{Failures: 5}.
+	Strategy breaker.Strategy
+	// Recover decides how long the breaker stays open and how long a probe
+	// may run. Nil means recover.BasicTimeout{Open: 30 * time.Second}.
+	Recover recover.Recover
+	// Classify turns a call's error into an outcome. Nil means
+	// classify.Default.
+	Classify classify.Classifier
+}
+
+// DefaultStrategy is the Strategy of a Config that sets none.
+var DefaultStrategy breaker.Strategy = breaker.Consecutive{Failures: 5}
+
+// DefaultRecover is the Recover of a Config that sets none.
+var DefaultRecover recover.Recover = recover.BasicTimeout{Open: recover.DefaultOpen}
+
+// resolve fills in the defaults and builds the strategy's counter.
+func (c Config) resolve(name string) (Config, breaker.Counter, error) {
+	if name == "" {
+		return c, nil, errors.New("fusebox: register: the breaker's name must not be empty")
+	}
+	if c.Strategy == nil {
+		c.Strategy = DefaultStrategy
+	}
+	if c.Recover == nil {
+		c.Recover = DefaultRecover
+	}
+	if c.Classify == nil {
+		c.Classify = classify.Default
+	}
+	counter, err := c.Strategy.NewCounter()
+	if err != nil {
+		return c, nil, registerError(name, "Strategy", err)
+	}
+	if counter == nil {
+		return c, nil, registerError(name, "Strategy", fmt.Errorf("%T.NewCounter returned a nil Counter", c.Strategy))
+	}
+	return c, counter, nil
+}
+
+// registerError says which breaker and which part of its Config is wrong.
+// field is the Config field; err usually names the field inside it.
+func registerError(name, field string, err error) error {
+	return fmt.Errorf("fusebox: register breaker %q: Config.%s: %w", name, field, err)
+}

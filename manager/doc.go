@@ -1,0 +1,62 @@
+// Package manager runs circuit breakers: one goroutine, the manager, owns
+// the timers and the bookkeeping of every breaker registered with it, while
+// the calls through those breakers never wait for it.
+//
+// # Using it
+//
+// Start a Manager, register a named breaker, and call through it:
+//
+//	m := manager.Start(manager.Options{})
+//	defer m.Stop()
+//	b, err := m.Register("payments", manager.Config{
+//		Strategy: breaker.Consecutive{Failures: 5},
+//		Recover:  recover.Exponential{Initial: time.Second, Max: time.Minute},
+//	})
+//	...
+//	err = b.Do(ctx, func(ctx context.Context) error { return callPayments(ctx) })
+//	if errors.Is(err, breaker.ErrOpen) { ... } // declined at once
+//
+// Acquire and Permit.Release are the lower-level form of Do; Call is the
+// generic form for a function that returns a value.
+//
+// # How a call is handled
+//
+// Every breaker publishes its state as an immutable breaker.Snapshot behind
+// an atomic pointer. Acquire in the closed state is one atomic load; a
+// declined Acquire returns the *breaker.OpenError built for the current
+// snapshot, so it allocates nothing. Release counts the outcome in per-breaker
+// counters and in the strategy's lock-free counter. The one call whose
+// outcome trips the breaker makes the transition itself, with a
+// compare-and-swap, so the very next call is declined; it then tells the
+// manager, which asks the breaker's recover.Recover how long the open period
+// lasts and arms a timer. The probe in half_open is claimed the same way, by
+// compare-and-swap, so exactly one caller wins it however many ask at once.
+//
+// The manager keeps one heap of deadlines and one clock timer for all its
+// breakers, and handles every deadline that is due each time it wakes up.
+//
+// # Testing
+//
+// Pass a mock clock, advance it, and call Sync: afterwards every timer that
+// is due has fired, and State shows it.
+//
+//	mock := clock.NewMock()
+//	m := manager.Start(manager.Options{Clock: mock})
+//	...
+//	mock.Add(time.Second)
+//	m.Sync()
+//
+// # Callbacks
+//
+// Recover.Init and Recover.Timeout run on the manager's goroutine; the
+// Classifier and the Strategy's counter run on the caller's. None of them may
+// call back into the manager (Register, Sync, Stop, ...), which would
+// deadlock. A panic in a callback the manager runs is recovered and logged,
+// and the manager restarts: it calls Init again for every breaker and closes
+// every breaker, keeping the registrations. Too many restarts in a short
+// time (Options.MaxRestarts within Options.RestartWindow) stop the manager for
+// good, and every call then gets ErrStopped.
+//
+// Package recover's name shadows the builtin recover() in any file that
+// imports it; this package keeps its panic guard in a file that does not.
+package manager

@@ -1,0 +1,109 @@
+package manager
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// Event is one transition of one breaker, as delivered by Subscribe.
+type Event struct {
+	// Name is the breaker's name.
+	Name string
+	// Transition is the change of state.
+	Transition breaker.Transition
+	// Outcome is the outcome of the call that caused the transition
+	// (Failure for a trip or a failed probe, Success for a probe that
+	// closed the breaker, Ignore for a probe that gave its slot back), or
+	// zero when no call caused it (a timer, a reset).
+	Outcome classify.Outcome
+	// At is when the transition happened, on the manager's clock.
+	At time.Time
+	// Cause says what made it happen.
+	Cause breaker.Cause
+	// Gen is the breaker's generation after the transition; a breaker's
+	// events arrive with Gen growing by one, unless some were dropped.
+	Gen uint64
+}
+
+// DefaultSubscribeBuffer is the buffer of a subscription asked for with a
+// buffer below 1.
+const DefaultSubscribeBuffer = 64
+
+type subscriber struct {
+	ch      chan Event
+	dropped uint64
+}
+
+type subscribeReq struct {
+	buffer int
+	reply  chan *subscriber
+}
+
+// Subscribe returns a channel that receives every transition of every
+// breaker of the manager, in the order the manager handled them, and a
+// function that ends the subscription and closes the channel.
+//
+// Events wait in a buffer of the given size (below 1 means
+// DefaultSubscribeBuffer). The manager never waits for a subscriber: when the
+// buffer is full the event is dropped for that subscriber and counted in the
+// breaker's Stats.DroppedEvents. The channel is closed when the subscription
+// ends or the manager stops. Calling the returned function more than once,
+// or after Stop, does nothing. Subscribing to a stopped manager returns a
+// closed channel.
+func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
+	if buffer < 1 {
+		buffer = DefaultSubscribeBuffer
+	}
+	req := subscribeReq{buffer: buffer, reply: make(chan *subscriber, 1)}
+	select {
+	case m.subscribec <- req:
+	case <-m.done:
+		ch := make(chan Event)
+		close(ch)
+		return ch, func() {}
+	}
+	sub := <-req.reply
+	var once sync.Once
+	return sub.ch, func() {
+		once.Do(func() {
+			select {
+			case m.unsubscribec <- sub:
+			case <-m.done:
+			}
+		})
+	}
+}
+
+func (m *Manager) emit(b *Breaker, s breaker.Step) {
+	if len(m.subs) == 0 {
+		return
+	}
+	ev := Event{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Cause: s.Cause, Gen: s.Gen}
+	for _, sub := range m.subs {
+		select {
+		case sub.ch <- ev:
+		default:
+			sub.dropped++
+			b.dropped.Add(1)
+		}
+	}
+}
+
+func (m *Manager) subscribe(req subscribeReq) {
+	sub := &subscriber{ch: make(chan Event, req.buffer)}
+	m.subs = append(m.subs, sub)
+	req.reply <- sub
+}
+
+func (m *Manager) unsubscribe(sub *subscriber) {
+	for i, s := range m.subs {
+		if s == sub {
+			m.subs = append(m.subs[:i], m.subs[i+1:]...)
+			close(sub.ch)
+			return
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package manager
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/recover"
+)
+
+// run is the manager's goroutine: one select over a channel per request
+// kind. After every wake-up, whatever woke it, it handles every transition
+// waiting in the notes channel and every deadline that is due, so that
+// correctness never depends on which case the select picked.
+func (m *Manager) run() {
+	defer close(m.done)
+	for {
+		var tick <-chan time.Time
+		if m.armed != 0 {
+			tick = m.timer.C
+		}
+		var synced chan struct{}
+		select {
+		case <-m.quit:
+			m.shutdown()
+			return
+		case n := <-m.notes:
+			m.handle(n.b, n.step)
+		case req := <-m.registerc:
+			m.register(req)
+		case synced = <-m.syncc:
+		case req := <-m.subscribec:
+			m.subscribe(req)
+		case sub := <-m.unsubscribec:
+			m.unsubscribe(sub)
+		case <-tick:
+			m.armed = 0
+		}
+		m.drainNotes()
+		m.runDue()
+		if m.fault != nil && !m.supervise() {
+			m.shutdown()
+			return
+		}
+		m.arm()
+		if synced != nil {
+			close(synced)
+		}
+	}
+}
+
+// drainNotes handles the transitions already waiting, and no more: callers
+// that keep tripping breakers cannot hold the loop here.
+func (m *Manager) drainNotes() {
+	for i := len(m.notes); i > 0; i-- {
+		n := <-m.notes
+		m.handle(n.b, n.step)
+	}
+}
+
+// handle takes a breaker's steps in generation order. A caller may be
+// overtaken between its compare-and-swap and its send, so a step can arrive
+// before the one it follows; it waits in b.early until then.
+func (m *Manager) handle(b *Breaker, s breaker.Step) {
+	if s.Gen != b.nextGen {
+		if s.Gen > b.nextGen {
+			b.early = append(b.early, s)
+		}
+		return
+	}
+	m.apply(b, s)
+	b.nextGen++
+	for len(b.early) > 0 {
+		i := 0
+		for i < len(b.early) && b.early[i].Gen != b.nextGen {
+			i++
+		}
+		if i == len(b.early) {
+			return
+		}
+		s := b.early[i]
+		b.early = append(b.early[:i], b.early[i+1:]...)
+		m.apply(b, s)
+		b.nextGen++
+	}
+	if cap(b.early) > 0 && len(b.early) == 0 {
+		b.early = nil
+	}
+}
+
+// latest is the last instant a deadline can hold.
+var latest = time.Unix(0, math.MaxInt64)
+
+// apply publishes the step to subscribers and, for a step that starts a
+// timer, asks the breaker's Recover how long it runs and arms it.
+func (m *Manager) apply(b *Breaker, s breaker.Step) {
+	m.emit(b, s)
+	if !s.NeedsTimer() || m.fault != nil {
+		return
+	}
+	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome}
+	var d time.Duration
+	var next any
+	if p := guard(func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
+		m.fault = &fault{breaker: b.Name(), callback: "Recover.Timeout", caught: p}
+		return
+	}
+	b.recState = next
+	if d < 0 {
+		m.log.Warn("fusebox: Recover.Timeout returned a negative duration; using zero",
+			"breaker", b.Name(), "transition", s.Transition.String(), "duration", d)
+		d = 0
+	}
+	at := s.At.Add(d)
+	if at.After(latest) || at.Before(s.At) {
+		at = latest
+	}
+	m.timers.push(deadline{at: at.UnixNano(), b: b, gen: s.Gen})
+	b.mach.SetUntil(s.Gen, at)
+}
+
+func (m *Manager) register(req registerReq) {
+	b := req.b
+	name := b.Name()
+	if _, taken := m.byName[name]; taken {
+		req.reply <- fmt.Errorf("fusebox: register breaker %q: %w", name, ErrDuplicate)
+		return
+	}
+	st, err := m.initRecover(b)
+	if err != nil {
+		req.reply <- registerError(name, "Recover", err)
+		return
+	}
+	b.recState = st
+	b.nextGen = b.mach.Snapshot().Gen + 1
+	m.mu.Lock()
+	m.byName[name] = b
+	m.list = append(m.list, b)
+	m.mu.Unlock()
+	req.reply <- nil
+}
+
+// initRecover runs the breaker's Recover.Init, turning a panic into an error.
+func (m *Manager) initRecover(b *Breaker) (any, error) {
+	var st any
+	var err error
+	if p := guard(func() { st, err = b.rec.Init() }); p != nil {
+		return nil, fmt.Errorf("%T.Init panicked: %v", b.rec, p.value)
+	}
+	return st, err
+}
+
+// shutdown halts every breaker, so that calls get ErrStopped, and ends every
+// subscription.
+func (m *Manager) shutdown() {
+	m.halted = true
+	for _, b := range m.list {
+		b.mach.Halt()
+	}
+	for _, sub := range m.subs {
+		close(sub.ch)
+	}
+	m.subs = nil
+	m.stopTimer()
+}

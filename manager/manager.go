@@ -1,0 +1,216 @@
+package manager
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
+)
+
+// Options configure a Manager. The zero value is valid.
+type Options struct {
+	// Clock is the clock of every breaker of the manager: the time of
+	// transitions and the timers of open periods and probes. Nil means the
+	// real clock; tests pass clock.NewMock().
+	Clock clock.Clock
+	// Logger receives the manager's reports: panics recovered from
+	// callbacks, restarts, and why the manager stopped. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// MaxRestarts and RestartWindow limit supervision: the MaxRestarts-th
+	// panic within RestartWindow stops the manager for good instead of
+	// restarting it. Zero means 5 and 10 seconds; negative values are
+	// logged and replaced by those defaults.
+	MaxRestarts   int
+	RestartWindow time.Duration
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxRestarts   = 5
+	DefaultRestartWindow = 10 * time.Second
+)
+
+// noteBuffer is how many transitions made by callers may wait for the
+// manager before a caller making one more waits too.
+const noteBuffer = 1024
+
+// note is a transition made on a caller's goroutine, for the manager to
+// handle.
+type note struct {
+	b    *Breaker
+	step breaker.Step
+}
+
+type registerReq struct {
+	b     *Breaker
+	reply chan error
+}
+
+// Manager runs a set of named breakers. Create one with Start and stop it
+// with Stop. All its methods are safe for concurrent use, except that none
+// may be called from a callback the manager itself runs (Recover.Init and
+// Recover.Timeout).
+type Manager struct {
+	clk         clock.Clock
+	log         *slog.Logger
+	maxRestarts int
+	window      time.Duration
+
+	notes        chan note
+	registerc    chan registerReq
+	syncc        chan chan struct{}
+	subscribec   chan subscribeReq
+	unsubscribec chan *subscriber
+	quit         chan struct{} // closed by Stop
+	done         chan struct{} // closed when the loop has returned
+	stopOnce     sync.Once
+
+	mu     sync.RWMutex // guards byName and list, written only by the loop
+	byName map[string]*Breaker
+	list   []*Breaker
+
+	// Owned by the loop.
+	timers   timerHeap
+	timer    *clock.Timer
+	armed    int64 // the deadline the timer is set for; 0 if none
+	subs     []*subscriber
+	restarts []time.Time
+	fault    *fault // a callback panicked; restart before the next request
+	halted   bool
+}
+
+// Start creates a manager and starts its goroutine.
+func Start(opts Options) *Manager {
+	m := newManager(opts)
+	go m.run()
+	return m
+}
+
+// newManager creates a manager without starting its goroutine, so that a
+// test can own the loop.
+func newManager(opts Options) *Manager {
+	m := &Manager{
+		clk:          opts.Clock,
+		log:          opts.Logger,
+		maxRestarts:  opts.MaxRestarts,
+		window:       opts.RestartWindow,
+		notes:        make(chan note, noteBuffer),
+		registerc:    make(chan registerReq),
+		syncc:        make(chan chan struct{}),
+		subscribec:   make(chan subscribeReq),
+		unsubscribec: make(chan *subscriber),
+		quit:         make(chan struct{}),
+		done:         make(chan struct{}),
+		byName:       make(map[string]*Breaker),
+	}
+	if m.clk == nil {
+		m.clk = clock.New()
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.maxRestarts < 0 {
+		m.log.Warn("fusebox: Options.MaxRestarts is negative; using the default", "got", m.maxRestarts, "default", DefaultMaxRestarts)
+	}
+	if m.maxRestarts <= 0 {
+		m.maxRestarts = DefaultMaxRestarts
+	}
+	if m.window < 0 {
+		m.log.Warn("fusebox: Options.RestartWindow is negative; using the default", "got", m.window, "default", DefaultRestartWindow)
+	}
+	if m.window <= 0 {
+		m.window = DefaultRestartWindow
+	}
+	return m
+}
+
+// Clock returns the manager's clock.
+func (m *Manager) Clock() clock.Clock { return m.clk }
+
+// Register adds a breaker named name, closed, and returns its handle. The
+// zero Config is valid (see Config for the defaults). Register fails, with
+// an error that names the breaker and the field at fault, if the name is
+// empty or taken (errors.Is(err, ErrDuplicate)), if the strategy's or the
+// recovery policy's options are invalid, or if the manager has stopped
+// (errors.Is(err, ErrStopped)).
+func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
+	cfg, counter, err := cfg.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	b := &Breaker{
+		classify: cfg.Classify,
+		timed:    counter.UsesClock(),
+		mgr:      m,
+		rec:      cfg.Recover,
+	}
+	b.mach.Init(name, counter, m.clk.Now())
+	req := registerReq{b: b, reply: make(chan error, 1)}
+	select {
+	case m.registerc <- req:
+	case <-m.done:
+		return nil, fmt.Errorf("fusebox: register breaker %q: %w", name, ErrStopped)
+	}
+	if err := <-req.reply; err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Breaker returns the breaker registered under name.
+func (m *Manager) Breaker(name string) (*Breaker, bool) {
+	m.mu.RLock()
+	b, ok := m.byName[name]
+	m.mu.RUnlock()
+	return b, ok
+}
+
+// Breakers returns every registered breaker, in the order they were
+// registered.
+func (m *Manager) Breakers() []*Breaker {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return append([]*Breaker(nil), m.list...)
+}
+
+// Sync returns once the manager has handled every request and transition
+// sent to it before the call, and every timer due at the clock's current
+// time. With a mock clock, advance the clock and then call Sync: afterwards
+// every state shows what the timers say. After Stop, Sync returns at once.
+func (m *Manager) Sync() {
+	reply := make(chan struct{})
+	select {
+	case m.syncc <- reply:
+	case <-m.done:
+		return
+	}
+	select {
+	case <-reply:
+	case <-m.done:
+	}
+}
+
+// Stop stops the manager and waits for its goroutine to return. Afterwards
+// Acquire, Do, Call and Register return ErrStopped, subscription channels are
+// closed, and no goroutine of the manager is left. Calling Stop more than
+// once, or after the manager stopped itself, does nothing more.
+func (m *Manager) Stop() {
+	m.stopOnce.Do(func() { close(m.quit) })
+	<-m.done
+}
+
+// Done returns a channel that is closed once the manager has stopped, by
+// Stop or because its callbacks panicked too often.
+func (m *Manager) Done() <-chan struct{} { return m.done }
+
+// notify hands a transition made on a caller's goroutine to the manager.
+func (m *Manager) notify(b *Breaker, s breaker.Step) {
+	select {
+	case m.notes <- note{b: b, step: s}:
+	case <-m.done:
+	}
+}

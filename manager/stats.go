@@ -1,0 +1,60 @@
+package manager
+
+import (
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+)
+
+// Stats are a breaker's counters and state at one moment. The counters
+// start at zero when the breaker is registered and only grow.
+type Stats struct {
+	// Name is the breaker's name.
+	Name string
+	// State is the current state, entered at Since.
+	State breaker.State
+	Since time.Time
+	// Until is when the current open period or probe time ends; zero if
+	// there is none or it is not known yet.
+	Until time.Time
+	// Forced is set while the breaker is forced open.
+	Forced bool
+
+	// Calls is every call that asked for a permit and has finished: the
+	// sum of Successes, Failures, Ignored and Declined. Calls still in
+	// flight are not in it.
+	Calls uint64
+	// Successes, Failures and Ignored count released calls by outcome,
+	// stale ones included.
+	Successes, Failures, Ignored uint64
+	// Declined counts calls refused by an open or probing breaker.
+	Declined uint64
+	// Stale counts releases of permits granted before the breaker last
+	// changed state; they changed nothing but these counters.
+	Stale uint64
+	// DroppedEvents counts this breaker's events that a subscriber lost
+	// because its buffer was full.
+	DroppedEvents uint64
+}
+
+// Stats returns the breaker's counters and state. The counters are read one
+// after another while calls go on, so under load they may be a few calls
+// apart from one another.
+func (b *Breaker) Stats() Stats {
+	s := b.mach.Snapshot()
+	st := Stats{
+		Name:          b.Name(),
+		State:         s.State,
+		Since:         s.Since,
+		Until:         s.Until,
+		Forced:        s.Forced,
+		Successes:     b.stats.Load(statSuccess),
+		Failures:      b.stats.Load(statFailure),
+		Ignored:       b.stats.Load(statIgnore),
+		Declined:      b.stats.Load(statDeclined),
+		Stale:         b.stats.Load(statStale),
+		DroppedEvents: b.dropped.Load(),
+	}
+	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined
+	return st
+}

@@ -1,0 +1,49 @@
+package recover
+
+import (
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+)
+
+// BasicTimeout keeps a breaker open for the same period every time and gives
+// each probe the same time. Its zero value is valid: a breaker stays open
+// 30 seconds, and a probe may run as long.
+type BasicTimeout struct {
+	// Open is the open period. Zero means 30 seconds.
+	Open time.Duration
+	// ProbeTimeout is how long a probe may run before another caller may
+	// probe. Zero means Open.
+	ProbeTimeout time.Duration
+}
+
+// DefaultOpen is the open period of a zero BasicTimeout.
+const DefaultOpen = 30 * time.Second
+
+// Init implements Recover. Its state is the pair of resolved durations.
+func (b BasicTimeout) Init() (any, error) {
+	if b.Open < 0 {
+		return nil, breaker.Invalid("recover.BasicTimeout.Open", "must not be negative, got %v", b.Open)
+	}
+	if b.ProbeTimeout < 0 {
+		return nil, breaker.Invalid("recover.BasicTimeout.ProbeTimeout", "must not be negative, got %v", b.ProbeTimeout)
+	}
+	if b.Open == 0 {
+		b.Open = DefaultOpen
+	}
+	if b.ProbeTimeout == 0 {
+		b.ProbeTimeout = b.Open
+	}
+	return b, nil
+}
+
+// Timeout implements Recover.
+func (b BasicTimeout) Timeout(c Context, state any) (time.Duration, any) {
+	if s, ok := state.(BasicTimeout); ok {
+		b = s
+	}
+	if c.Opening() {
+		return b.Open, b
+	}
+	return b.ProbeTimeout, b
+}

@@ -1,0 +1,50 @@
+package recover
+
+import (
+	"errors"
+	"time"
+)
+
+// Func returns a Recover built from two functions over a state of type S, so
+// that a policy can be written without type assertions. init returns the
+// first state (a nil init starts from S's zero value); timeout returns the
+// duration for c.Transition and the next state. A nil timeout makes Init
+// fail.
+//
+// For example, a policy whose open periods and probe times double at every
+// transition, starting at one second:
+//
+//	recover.Func(
+//		func() (time.Duration, error) { return time.Second, nil },
+//		func(_ recover.Context, d time.Duration) (time.Duration, time.Duration) { return d, 2 * d },
+//	)
+func Func[S any](init func() (S, error), timeout func(Context, S) (time.Duration, S)) Recover {
+	return funcRecover[S]{init: init, timeout: timeout}
+}
+
+type funcRecover[S any] struct {
+	init    func() (S, error)
+	timeout func(Context, S) (time.Duration, S)
+}
+
+var errNilTimeout = errors.New("recover.Func: the timeout function is nil")
+
+func (f funcRecover[S]) Init() (any, error) {
+	if f.timeout == nil {
+		return nil, errNilTimeout
+	}
+	var s S
+	if f.init != nil {
+		var err error
+		if s, err = f.init(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (f funcRecover[S]) Timeout(c Context, state any) (time.Duration, any) {
+	s, _ := state.(S)
+	d, next := f.timeout(c, s)
+	return d, next
+}
