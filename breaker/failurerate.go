@@ -14,7 +14,8 @@ import (
 // The window is a ring of one bit per call with a running count of the set
 // bits, so recording a call is O(1) whatever the window's size, and lock-free:
 // a caller claims a slot with one atomic add and flips its bit only when the
-// outcome differs from the one it replaces.
+// outcome differs from the one it replaces. A success recorded into a full
+// window that holds no failure writes nothing at all.
 type FailureRate struct {
 	// Rate trips the breaker when failures/calls >= Rate. It must be in
 	// (0, 1].
@@ -69,6 +70,12 @@ type rateCounter struct {
 
 func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 	if o != classify.Success && o != classify.Failure {
+		return false
+	}
+	// A full window of successes stays the same when one more success
+	// comes: nothing needs writing, so healthy callers only read shared
+	// memory.
+	if o == classify.Success && c.failures.Load() == 0 && c.pos.Load() >= c.window {
 		return false
 	}
 	n := c.pos.Add(1)

@@ -28,13 +28,18 @@ type Snapshot struct {
 	// every transition is refused.
 	Halted bool
 
-	admit bool       // State == Closed && !Halted: the one check on the hot path
-	err   *OpenError // what a declined call gets; nil when admit
+	admit   bool       // State == Closed && !Halted: the one check on the hot path
+	decline bool       // State is Open or Probing, and not Halted
+	err     *OpenError // what a declined call gets; nil when admit
 }
 
 // Admits reports whether a call acquired now goes through without becoming
 // a probe: the breaker is closed and not halted.
 func (s *Snapshot) Admits() bool { return s.admit }
+
+// Declines reports whether a call acquired now is declined without further
+// ado: the breaker is open or probing, and not halted.
+func (s *Snapshot) Declines() bool { return s.decline }
 
 // Err returns the error a call declined in this snapshot gets: an
 // *OpenError built once for the snapshot. It is nil for a closed breaker.
@@ -119,6 +124,7 @@ func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
 func (m *Machine) snapshot(st State, gen uint64, since, until time.Time, forced, halted bool) *Snapshot {
 	s := &Snapshot{State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted}
 	s.admit = st == Closed && !halted
+	s.decline = (st == Open || st == Probing) && !halted
 	if !s.admit {
 		s.err = &OpenError{Name: m.name, State: st, Until: until}
 	}
@@ -166,14 +172,21 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *OpenError) {
 	}
 }
 
+// Current reports whether t, a ticket granted in the closed state, is still
+// current: the breaker has not changed generation since. Record is Current
+// followed by the counter's Record.
+func (m *Machine) Current(t Ticket) bool {
+	s := m.cur.Load()
+	return s.Gen == t.Gen && s.admit && !t.Probe
+}
+
 // Record reports the outcome of a call admitted in the closed state. It
 // returns Stale, and changes nothing, if the breaker has changed generation
 // since the ticket was granted. Otherwise it records o in the strategy's
 // counter and reports whether the breaker should now trip: then the caller
 // calls Trip. now is only read by counters whose UsesClock is true.
 func (m *Machine) Record(t Ticket, o classify.Outcome, now time.Time) (trip bool, r Release) {
-	s := m.cur.Load()
-	if t.Gen != s.Gen || s.State != Closed || t.Probe {
+	if !m.Current(t) {
 		return false, Stale
 	}
 	return m.counter.Record(o, now), Counted

@@ -15,11 +15,13 @@ import (
 // use; keep it rather than looking it up by name for every call.
 type Breaker struct {
 	// Read on every call.
-	mach     breaker.Machine
-	classify classify.Classifier
-	timed    bool // the strategy's counter needs the time of each call
-	mgr      *Manager
-	stats    stripe.Counters
+	mach        breaker.Machine
+	counter     breaker.Counter
+	classify    classify.Classifier
+	nilSucceeds bool // classify is classify.Default, which makes nil a Success
+	timed       bool // the strategy's counter needs the time of each call
+	mgr         *Manager
+	stats       stripe.Counters
 
 	// Owned by the manager's goroutine.
 	rec      recover.Recover
@@ -88,16 +90,20 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	if s.Admits() {
 		return Permit{b: b, t: breaker.Ticket{Gen: s.Gen}}, nil
 	}
-	return b.acquireSlow(ctx, s)
+	if s.Declines() {
+		if n := b.stats.FastAdd(statDeclined); n%64 == 0 {
+			b.stats.SlowAdd(statDeclined, n)
+		}
+		return Permit{}, s.Err()
+	}
+	return b.acquireSlow(ctx)
 }
 
-func (b *Breaker) acquireSlow(ctx context.Context, s *breaker.Snapshot) (Permit, error) {
-	switch {
-	case s.Halted:
+// acquireSlow is Acquire in half_open, where the caller may become the
+// probe, and once the manager has stopped.
+func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
+	if b.mach.Snapshot().Halted {
 		return Permit{}, ErrStopped
-	case s.State != breaker.HalfOpen:
-		b.stats.Add(statDeclined)
-		return Permit{}, s.Err()
 	}
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
@@ -121,9 +127,15 @@ func (b *Breaker) acquireSlow(ctx context.Context, s *breaker.Snapshot) (Permit,
 // Release reports the result of the call, classified by the breaker's
 // Classifier. See ReleaseOutcome.
 func (p Permit) Release(err error) {
-	if p.b != nil {
-		p.ReleaseOutcome(p.b.classify(err))
+	b := p.b
+	if b == nil {
+		return
 	}
+	o := classify.Success
+	if err != nil || !b.nilSucceeds {
+		o = b.classify(err)
+	}
+	p.ReleaseOutcome(o)
 }
 
 // ReleaseOutcome reports the outcome of the call. In the closed state the
@@ -141,24 +153,31 @@ func (p Permit) ReleaseOutcome(o classify.Outcome) {
 	if !o.Valid() {
 		o = classify.Failure
 	}
-	b.stats.Add(outcomeStat(o))
+	if i := outcomeStat(o); true {
+		if n := b.stats.FastAdd(i); n%64 == 0 {
+			b.stats.SlowAdd(i, n)
+		}
+	}
 	if p.t.Probe {
 		b.endProbe(p.t, o)
+		return
+	}
+	if !b.mach.Current(p.t) {
+		b.stats.Add(statStale)
 		return
 	}
 	var now time.Time
 	if b.timed {
 		now = b.mgr.clk.Now()
 	}
-	trip, r := b.mach.Record(p.t, o, now)
-	if r == breaker.Stale {
-		b.stats.Add(statStale)
-		return
+	if b.counter.Record(o, now) {
+		b.trip(p.t.Gen, o)
 	}
-	if trip {
-		if step, ok := b.mach.Trip(p.t.Gen, o, b.mgr.clk.Now()); ok {
-			b.mgr.notify(b, step)
-		}
+}
+
+func (b *Breaker) trip(gen uint64, o classify.Outcome) {
+	if step, ok := b.mach.Trip(gen, o, b.mgr.clk.Now()); ok {
+		b.mgr.notify(b, step)
 	}
 }
 

@@ -22,11 +22,11 @@ type Config struct {
 	Classify classify.Classifier
 }
 
-// DefaultStrategy is the Strategy of a Config that sets none.
-var DefaultStrategy breaker.Strategy = breaker.Consecutive{Failures: 5}
-
-// DefaultRecover is the Recover of a Config that sets none.
-var DefaultRecover recover.Recover = recover.BasicTimeout{Open: recover.DefaultOpen}
+// The defaults of a zero Config.
+var (
+	defaultStrategy breaker.Strategy = breaker.Consecutive{Failures: 5}
+	defaultRecover  recover.Recover  = recover.BasicTimeout{Open: recover.DefaultOpen}
+)
 
 // resolve fills in the defaults and builds the strategy's counter.
 func (c Config) resolve(name string) (Config, breaker.Counter, error) {
@@ -34,10 +34,10 @@ func (c Config) resolve(name string) (Config, breaker.Counter, error) {
 		return c, nil, errors.New("fusebox: register: the breaker's name must not be empty")
 	}
 	if c.Strategy == nil {
-		c.Strategy = DefaultStrategy
+		c.Strategy = defaultStrategy
 	}
 	if c.Recover == nil {
-		c.Recover = DefaultRecover
+		c.Recover = defaultRecover
 	}
 	if c.Classify == nil {
 		c.Classify = classify.Default

@@ -138,15 +138,18 @@ func (m *Manager) Clock() clock.Clock { return m.clk }
 // recovery policy's options are invalid, or if the manager has stopped
 // (errors.Is(err, ErrStopped)).
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
+	custom := cfg.Classify
 	cfg, counter, err := cfg.resolve(name)
 	if err != nil {
 		return nil, err
 	}
 	b := &Breaker{
-		classify: cfg.Classify,
-		timed:    counter.UsesClock(),
-		mgr:      m,
-		rec:      cfg.Recover,
+		counter:     counter,
+		classify:    cfg.Classify,
+		nilSucceeds: custom == nil,
+		timed:       counter.UsesClock(),
+		mgr:         m,
+		rec:         cfg.Recover,
 	}
 	b.mach.Init(name, counter, m.clk.Now())
 	req := registerReq{b: b, reply: make(chan error, 1)}
