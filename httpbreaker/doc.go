@@ -1,0 +1,58 @@
+// Package httpbreaker puts the upstreams of an HTTP client behind circuit
+// breakers. A Transport is an http.RoundTripper that wraps another one and
+// sends each request through the breaker of its upstream, so that an
+// upstream that keeps failing is left alone for a while instead of being
+// sent more requests it cannot serve.
+//
+// # Using it
+//
+//	m := manager.Start(manager.Options{})
+//	defer m.Stop()
+//	t, err := httpbreaker.New(m, httpbreaker.Options{})
+//	if err != nil { ... }
+//	client := &http.Client{Transport: t}
+//	resp, err := client.Get("https://api.example.com/v1/items")
+//	if errors.Is(err, breaker.ErrOpen) { ... } // declined without a request being sent
+//
+// # Breakers per upstream
+//
+// Options.Key names the breaker of a request; by default it is HostKey, the
+// host and port of the request's URL, so every upstream host has a breaker
+// of its own and one failing host does not stop the requests to the others.
+// A Key that also looks at the path gives a breaker per route. The first
+// request with a new key registers a breaker under that name with the
+// Manager, configured by Options.Config (DefaultConfig by default); later
+// requests find it in a cache that takes no lock and makes no round trip to
+// the manager. A breaker registered under the same name beforehand, by hand
+// or by another Transport, is used as it is.
+//
+// Breakers are never unregistered, so keys must come from a bounded set:
+// hosts or route patterns, never raw paths with identifiers in them.
+//
+// # What counts as a failure
+//
+// Classify is the default classification: a 5xx status or 429 Too Many
+// Requests is a failure, any other status a success, a request cancelled by
+// its caller (context.Canceled) is ignored, and any other error (a refused
+// connection, a reset, a deadline exceeded) is a failure. Options.Classify
+// replaces it.
+//
+// # Retry-After
+//
+// When a 429 or 503 response carries a Retry-After header (in seconds or as
+// an HTTP date), the Transport remembers when the upstream asked to be
+// called again. If the breaker then opens, it stays open at least until
+// that time, even when its recovery policy's open period is shorter. The
+// hint is capped by Options.MaxRetryAfter and forgotten at the next
+// successful response. It applies to the breakers the Transport registered
+// itself, whose recovery policy it wraps.
+//
+// # Response bodies
+//
+// The Transport never reads, drains or closes a response body. The outcome
+// of a request is decided by its status line, when the wrapped RoundTripper
+// returns, and the breaker's permit is released then; the response goes to
+// the caller untouched, and closing its body stays the caller's job. A
+// declined request closes the request's body, as the http.RoundTripper
+// contract requires, and returns without touching the network.
+package httpbreaker

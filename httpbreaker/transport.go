@@ -1,0 +1,304 @@
+package httpbreaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+)
+
+// Options configure a Transport. The zero value is valid.
+type Options struct {
+	// Base is the RoundTripper that sends the requests let through. Nil
+	// means http.DefaultTransport.
+	Base http.RoundTripper
+	// Key names the breaker a request goes through. It must return a
+	// non-empty name from a bounded set (breakers are never unregistered).
+	// Nil means HostKey: one breaker per upstream host and port.
+	Key func(req *http.Request) string
+	// Config returns the configuration of the breaker registered for key,
+	// the first time a request has that key. Its Classify field is not used
+	// by the Transport, which classifies with Options.Classify. Nil means
+	// DefaultConfig.
+	Config func(key string) manager.Config
+	// Classify decides the outcome of each request let through. When the
+	// request's context was cancelled, the error it is given satisfies
+	// errors.Is(err, context.Canceled) even if the wrapped RoundTripper
+	// reported the context's cancellation cause instead. Nil means
+	// Classify.
+	Classify Classifier
+	// IgnoreRetryAfter turns off Retry-After handling: the breakers'
+	// recovery policies are used as they are.
+	IgnoreRetryAfter bool
+	// MaxRetryAfter caps how long a Retry-After header may keep a breaker
+	// open. Zero means DefaultMaxRetryAfter; it must not be negative.
+	MaxRetryAfter time.Duration
+}
+
+// DefaultMaxRetryAfter is the cap on a Retry-After hint when
+// Options.MaxRetryAfter is zero.
+const DefaultMaxRetryAfter = 10 * time.Minute
+
+// DefaultConfig is the configuration of a breaker registered by a Transport
+// whose Options.Config is nil: the fifth failure in a row trips it, it stays
+// open 5 seconds after a trip, twice as long after each failed probe up to 2
+// minutes, each open period shortened by up to 20% at random so that many
+// clients do not probe at the same instant, and a probe may run 5 seconds.
+func DefaultConfig(key string) manager.Config {
+	return manager.Config{
+		Strategy: breaker.Consecutive{Failures: 5},
+		Recover: recover.Exponential{
+			Initial: 5 * time.Second,
+			Max:     2 * time.Minute,
+			Jitter:  0.2,
+		},
+	}
+}
+
+// Transport is an http.RoundTripper that sends each request through the
+// circuit breaker of its upstream, registered with a manager.Manager on
+// first use. Create one with New; it is safe for concurrent use, and one
+// Transport is meant to be shared by all the clients of a process that call
+// the same upstreams.
+//
+// A request the breaker declines gets a *breaker.OpenError, for which
+// errors.Is(err, breaker.ErrOpen) holds, also through the *url.Error that
+// http.Client wraps it in; it is declined without touching the network.
+// Once the manager has stopped, every request gets an error that matches
+// manager.ErrStopped.
+type Transport struct {
+	m                *manager.Manager
+	clk              clock.Clock
+	base             http.RoundTripper
+	key              func(*http.Request) string
+	config           func(string) manager.Config
+	classify         Classifier
+	ignoreRetryAfter bool
+	maxRetryAfter    time.Duration
+
+	cache sync.Map // key -> *entry
+}
+
+// entry is one key's breaker, registered once however many requests
+// ask for it at the same time.
+type entry struct {
+	once sync.Once
+	b    *manager.Breaker
+	err  error
+	// hinted is set when this Transport registered the breaker with a
+	// recovery policy that reads hint.
+	hinted bool
+	// hint is when the upstream asked, with Retry-After, to be called
+	// again, in Unix nanoseconds on the manager's clock; zero if it did not.
+	hint atomic.Int64
+}
+
+// New returns a Transport that puts the upstreams of its requests behind
+// breakers of m. It fails if m is nil or an option is invalid.
+func New(m *manager.Manager, opts Options) (*Transport, error) {
+	if m == nil {
+		return nil, errors.New("fusebox: httpbreaker.New: the manager is nil")
+	}
+	if opts.MaxRetryAfter < 0 {
+		return nil, fmt.Errorf("fusebox: httpbreaker.New: Options.MaxRetryAfter must not be negative, got %v", opts.MaxRetryAfter)
+	}
+	t := &Transport{
+		m:                m,
+		clk:              m.Clock(),
+		base:             opts.Base,
+		key:              opts.Key,
+		config:           opts.Config,
+		classify:         opts.Classify,
+		ignoreRetryAfter: opts.IgnoreRetryAfter,
+		maxRetryAfter:    opts.MaxRetryAfter,
+	}
+	if t.base == nil {
+		t.base = http.DefaultTransport
+	}
+	if t.key == nil {
+		t.key = HostKey
+	}
+	if t.config == nil {
+		t.config = DefaultConfig
+	}
+	if t.classify == nil {
+		t.classify = Classify
+	}
+	if t.maxRetryAfter == 0 {
+		t.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	return t, nil
+}
+
+// RoundTrip implements http.RoundTripper. It asks the breaker of the
+// request's key for a permit; a declined request closes the request's body
+// and returns the breaker's error without calling the wrapped RoundTripper.
+// Otherwise it calls the wrapped RoundTripper, classifies what it returned,
+// releases the permit, and returns the response and error unchanged: the
+// response's body is neither read nor closed.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	e, err := t.entry(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	p, err := e.b.Acquire(req.Context())
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	released := false
+	defer func() {
+		if !released { // the wrapped RoundTripper panicked
+			p.ReleaseOutcome(classify.Failure)
+		}
+	}()
+	resp, err := t.base.RoundTrip(req)
+	released = true
+	o := t.classify(resp, cancelled(req, err))
+	if e.hinted {
+		t.note(e, resp, err, o)
+	}
+	p.ReleaseOutcome(o)
+	return resp, err
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped
+// RoundTripper, if it has such a method; http.Client.CloseIdleConnections
+// calls it.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// entry returns the registered breaker of req's key.
+func (t *Transport) entry(req *http.Request) (*entry, error) {
+	key := t.key(req)
+	if key == "" {
+		return nil, fmt.Errorf("fusebox: httpbreaker: the key function returned an empty key for %s", describe(req))
+	}
+	v, ok := t.cache.Load(key)
+	if !ok {
+		v, _ = t.cache.LoadOrStore(key, new(entry))
+	}
+	e := v.(*entry)
+	e.once.Do(func() { t.register(key, e) })
+	if e.err != nil {
+		// Forget the failure, so that a later request tries again.
+		t.cache.CompareAndDelete(key, e)
+		return nil, e.err
+	}
+	return e, nil
+}
+
+// register registers key's breaker, or finds the one registered under that
+// name by someone else.
+func (t *Transport) register(key string, e *entry) {
+	// Set first, so that a Config function that panics leaves an error
+	// behind rather than a nil breaker.
+	e.err = fmt.Errorf("fusebox: httpbreaker: registering breaker %q did not complete", key)
+	cfg := t.config(key)
+	if !t.ignoreRetryAfter {
+		inner := cfg.Recover
+		if inner == nil {
+			inner = recover.BasicTimeout{Open: recover.DefaultOpen} // the manager's default
+		}
+		cfg.Recover = retryAfterRecover{inner: inner, hint: &e.hint, clk: t.clk}
+	}
+	b, err := t.m.Register(key, cfg)
+	switch {
+	case err == nil:
+		e.b, e.err, e.hinted = b, nil, !t.ignoreRetryAfter
+	case errors.Is(err, manager.ErrDuplicate):
+		// Registered by hand or by another Transport sharing the manager:
+		// use it as it is. Its recovery policy is not ours, so this
+		// Transport records no Retry-After hints for it.
+		if b, ok := t.m.Breaker(key); ok {
+			e.b, e.err = b, nil
+		} else {
+			e.err = err
+		}
+	default:
+		e.err = err
+	}
+}
+
+// note records or forgets the upstream's Retry-After hint.
+func (t *Transport) note(e *entry, resp *http.Response, err error, o classify.Outcome) {
+	if err == nil && resp != nil &&
+		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		now := t.clk.Now()
+		if d, ok := RetryAfter(resp, now); ok {
+			e.hint.Store(now.Add(min(d, t.maxRetryAfter)).UnixNano())
+		}
+		return
+	}
+	if o == classify.Success && e.hint.Load() != 0 {
+		e.hint.Store(0)
+	}
+}
+
+// cancelled makes sure that the error of a request whose context was
+// cancelled matches context.Canceled, since the transport may report the
+// context's cancellation cause instead.
+func cancelled(req *http.Request, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if errors.Is(req.Context().Err(), context.Canceled) {
+		return fmt.Errorf("%w (%w)", err, context.Canceled)
+	}
+	return err
+}
+
+func closeBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+func describe(req *http.Request) string {
+	if req == nil {
+		return "a nil request"
+	}
+	if req.URL == nil {
+		return req.Method + " (no URL)"
+	}
+	return req.Method + " " + req.URL.Redacted()
+}
+
+// retryAfterRecover wraps a breaker's recovery policy so that an open
+// period lasts at least until the time its Transport recorded from a
+// Retry-After header. It runs on the manager's goroutine; the hint is
+// written by callers before the release that opens the breaker, which
+// reaches the manager through a channel, so the manager sees it.
+type retryAfterRecover struct {
+	inner recover.Recover
+	hint  *atomic.Int64
+	clk   clock.Clock
+}
+
+func (r retryAfterRecover) Init() (any, error) { return r.inner.Init() }
+
+func (r retryAfterRecover) Timeout(c recover.Context, state any) (time.Duration, any) {
+	d, next := r.inner.Timeout(c, state)
+	if !c.Opening() {
+		return d, next
+	}
+	if until := r.hint.Load(); until != 0 {
+		if rest := time.Duration(until - r.clk.Now().UnixNano()); rest > d {
+			d = rest
+		}
+	}
+	return d, next
+}
