@@ -1,0 +1,61 @@
+package tally_test
+
+import (
+	"testing"
+
+	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/metrics/internal/tally"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	closedOpen = breaker.Transition{From: breaker.Closed, To: breaker.Open}
+	openClosed = breaker.Transition{From: breaker.Open, To: breaker.Closed}
+)
+
+// Transitions made before Start are not counted and are no gap; those of a
+// breaker registered after Start are counted from its registration.
+func TestCountsFromStart(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	early, err := m.Register("early", manager.Config{})
+	require.NoError(t, err)
+	require.NoError(t, early.ForceOpen())
+	m.Sync()
+
+	tl := tally.Start(m, 0)
+	defer tl.Close()
+	require.NoError(t, early.Reset())
+	late, err := m.Register("late", manager.Config{})
+	require.NoError(t, err)
+	require.NoError(t, late.ForceOpen())
+	m.Sync()
+
+	assert.Equal(t, map[string]tally.Counts{
+		"early": {Transitions: map[breaker.Transition]uint64{openClosed: 1}},
+		"late":  {Transitions: map[breaker.Transition]uint64{closedOpen: 1}},
+	}, tl.Counts())
+}
+
+// Counts keeps answering after Close and after the manager stops, with
+// the last counts; Close is idempotent.
+func TestCountsAfterClose(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	b, err := m.Register("b", manager.Config{})
+	require.NoError(t, err)
+	tl := tally.Start(m, 1)
+	require.NoError(t, b.ForceOpen())
+	m.Sync()
+	m.Stop()
+	want := map[string]tally.Counts{"b": {Transitions: map[breaker.Transition]uint64{closedOpen: 1}}}
+	assert.Equal(t, want, tl.Counts())
+	tl.Close()
+	tl.Close()
+	assert.Equal(t, want, tl.Counts())
+}
