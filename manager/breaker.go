@@ -182,12 +182,21 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome) {
 }
 
 func (b *Breaker) endProbe(t breaker.Ticket, o classify.Outcome) {
-	step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
-	if r == breaker.Stale {
-		b.stats.Add(statStale)
-		return
+	for {
+		step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
+		if r != breaker.Stale {
+			b.mgr.notify(b, step)
+			return
+		}
+		// EndProbe's compare-and-swap also fails when the manager has
+		// just published the probe's deadline (SetUntil: a new snapshot
+		// of the same generation). The probe is still current then, and
+		// its outcome must count.
+		if s := b.mach.Snapshot(); s.Halted || s.Gen != t.Gen || s.State != breaker.Probing {
+			b.stats.Add(statStale)
+			return
+		}
 	}
-	b.mgr.notify(b, step)
 }
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,
