@@ -59,6 +59,15 @@ func checkRate(field string, r float64) error {
 	return nil
 }
 
+// reached reports whether failures/calls >= rate. It divides rather than
+// comparing failures with rate*calls: the product of a decimal rate and a
+// count can round up past the exact number of failures (0.07*100 is
+// 7.000000000000001), whereas the quotient, rounded once, equals the rate
+// exactly when the two are equal in decimal.
+func reached(failures, calls uint64, rate float64) bool {
+	return calls > 0 && float64(failures)/float64(calls) >= rate
+}
+
 type rateCounter struct {
 	pos      atomic.Uint64 // calls recorded since the last reset
 	failures atomic.Int64  // set bits in the ring
@@ -93,7 +102,8 @@ func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 		failures = c.failures.Add(1)
 	}
 	calls := min(n, c.window)
-	return calls >= c.min && float64(failures) >= c.rate*float64(calls)
+	// failures may be below zero for a moment while other calls flip bits.
+	return calls >= c.min && failures > 0 && reached(uint64(failures), calls, c.rate)
 }
 
 func (c *rateCounter) Reset() {

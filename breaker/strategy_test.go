@@ -234,6 +234,13 @@ func TestFailureRateThresholds(t *testing.T) {
 		{1, 1, 1},
 		{1, 7, 7},
 		{1, 100, 100},
+		// rate*calls rounds up past the integer for these (0.07*100 is
+		// 7.000000000000001): the comparison must not lose the exact
+		// threshold to it.
+		{0.07, 100, 7},
+		{0.14, 50, 7},
+		{0.07, 1000, 70},
+		{0.57, 100, 57},
 		{math.SmallestNonzeroFloat64, 50, 1},
 		{math.Nextafter(1, 0), 64, 64},
 	}
@@ -395,6 +402,21 @@ func TestTimeWindowSequences(t *testing.T) {
 			assert.True(t, c.UsesClock(), "TimeWindow needs the time of each call")
 			play(t, c, tt.seq)
 		})
+	}
+}
+
+func TestTimeWindowExactThreshold(t *testing.T) {
+	// 7 failures of 100 calls is a rate of 0.07: it trips, even though
+	// 0.07*100 is 7.000000000000001 in floating point.
+	for _, tt := range []struct {
+		rate     float64
+		calls, k int
+	}{{0.07, 100, 7}, {0.14, 50, 7}, {0.5, 10, 5}, {1, 3, 3}} {
+		c := newCounter(t, breaker.TimeWindow{Rate: tt.rate, Period: time.Second, MinCalls: tt.calls})
+		seq := repeat(tt.calls-tt.k, S, 0)
+		seq = append(seq, repeat(tt.k-1, F, 0)...)
+		seq = append(seq, rec{0, F, true})
+		play(t, c, seq)
 	}
 }
 

@@ -137,7 +137,7 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 			failures += fs
 		}
 	}
-	return calls >= c.min && float64(failures) >= c.rate*float64(calls)
+	return calls >= c.min && reached(failures, calls, c.rate)
 }
 
 func (c *timeCounter) Reset() {
