@@ -1,0 +1,194 @@
+// Package replicatetest provides what tests of code built on package
+// replicate need: Replica, an in-memory replica whose failures are switched
+// on and off by hand, and TestPrimary, which checks that an implementation
+// of replicate.Primary keeps the outbox's promises.
+package replicatetest
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// ErrDown is the error a failing Replica returns when Fail was given none.
+var ErrDown = errors.New("replicatetest: replica is down")
+
+type mode uint8
+
+const (
+	healthy mode = iota
+	hanging
+	failing
+)
+
+// Change is one write a Replica applied.
+type Change struct {
+	// Value is the value put; nil for a delete.
+	Value []byte
+	// Deleted is set for a delete.
+	Deleted bool
+}
+
+// Replica is an in-memory replicate.Replica with three modes: healthy (the
+// zero mode), hanging (Hang: each call blocks until its context is done, as
+// with a stuck disk or a network that drops packets) and failing (Fail:
+// each call returns an error at once, as with a replica that is down). Heal
+// returns it to healthy. Calls that are hanging when the mode changes go on
+// in the new mode: Heal lets them apply their write, Fail makes them fail.
+// A call whose context is done before it is applied changes nothing.
+//
+// Replica records every write it applies, per key, for tests of write
+// order. It is safe for concurrent use; the zero value is not usable, call
+// NewReplica.
+type Replica struct {
+	mu      sync.Mutex
+	mode    mode
+	failErr error
+	wake    chan struct{} // closed when the replica stops hanging
+	data    map[string][]byte
+	history map[string][]Change
+	calls   int
+	hung    int
+}
+
+// NewReplica returns an empty, healthy Replica.
+func NewReplica() *Replica {
+	return &Replica{data: make(map[string][]byte), history: make(map[string][]Change)}
+}
+
+// Put stores a copy of value under key, unless the replica hangs or fails.
+func (r *Replica) Put(ctx context.Context, key string, value []byte) error {
+	v := make([]byte, len(value))
+	copy(v, value)
+	return r.apply(ctx, key, Change{Value: v})
+}
+
+// Delete removes key, unless the replica hangs or fails. Deleting an
+// absent key succeeds.
+func (r *Replica) Delete(ctx context.Context, key string) error {
+	return r.apply(ctx, key, Change{Deleted: true})
+}
+
+func (r *Replica) apply(ctx context.Context, key string, c Change) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch r.mode {
+		case failing:
+			return r.failErr
+		case hanging:
+			wake := r.wake
+			r.hung++
+			r.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-wake:
+			}
+			r.mu.Lock()
+			r.hung--
+			continue
+		}
+		if c.Deleted {
+			delete(r.data, key)
+		} else {
+			r.data[key] = c.Value
+		}
+		r.history[key] = append(r.history[key], c)
+		return nil
+	}
+}
+
+// Hang makes every call block until its context is done, or until Heal or
+// Fail. Calling Hang while hanging does nothing.
+func (r *Replica) Hang() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mode != hanging {
+		r.mode = hanging
+		r.wake = make(chan struct{})
+	}
+}
+
+// Fail makes every call return err at once (ErrDown if err is nil),
+// hanging calls included.
+func (r *Replica) Fail(err error) {
+	if err == nil {
+		err = ErrDown
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setMode(failing)
+	r.failErr = err
+}
+
+// Heal returns the replica to normal: every call, hanging ones included,
+// applies its write.
+func (r *Replica) Heal() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setMode(healthy)
+}
+
+func (r *Replica) setMode(m mode) {
+	if r.mode == hanging {
+		close(r.wake)
+	}
+	r.mode = m
+}
+
+// Get returns the value the replica holds under key.
+func (r *Replica) Get(key string) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.data[key]
+	if !ok {
+		return nil, false
+	}
+	return append([]byte{}, v...), true
+}
+
+// Snapshot returns everything the replica holds, values as strings.
+func (r *Replica) Snapshot() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[string]string, len(r.data))
+	for k, v := range r.data {
+		m[k] = string(v)
+	}
+	return m
+}
+
+// History returns the writes of key the replica applied, oldest first.
+func (r *Replica) History(key string) []Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Change(nil), r.history[key]...)
+}
+
+// Keys returns, sorted, every key the replica has applied a write to.
+func (r *Replica) Keys() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.history))
+}
+
+// Calls returns how many calls the replica has received, whatever became
+// of them.
+func (r *Replica) Calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// Hung returns how many calls are blocked in the hanging mode right now.
+func (r *Replica) Hung() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hung
+}
