@@ -173,3 +173,19 @@ func (l *logBuffer) find(t testing.TB, msg string) []map[string]any {
 func (l *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// requireClosed checks that ch is closed once the events already in it are
+// read, without waiting.
+func requireClosed(t *testing.T, ch <-chan manager.Event, what string) {
+	t.Helper()
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		default:
+			t.Fatalf("%s: the channel is not closed", what)
+		}
+	}
+}
