@@ -35,6 +35,7 @@ const DefaultSubscribeBuffer = 64
 type subscriber struct {
 	ch      chan Event
 	dropped uint64
+	ended   chan struct{} // closed by the loop once ch is closed
 }
 
 type subscribeReq struct {
@@ -72,6 +73,13 @@ func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
 			select {
 			case m.unsubscribec <- sub:
 			case <-m.done:
+				return
+			}
+			// Return only once the channel is closed, so that a caller
+			// may rely on it.
+			select {
+			case <-sub.ended:
+			case <-m.done:
 			}
 		})
 	}
@@ -93,7 +101,7 @@ func (m *Manager) emit(b *Breaker, s breaker.Step) {
 }
 
 func (m *Manager) subscribe(req subscribeReq) {
-	sub := &subscriber{ch: make(chan Event, req.buffer)}
+	sub := &subscriber{ch: make(chan Event, req.buffer), ended: make(chan struct{})}
 	m.subs = append(m.subs, sub)
 	req.reply <- sub
 }
@@ -103,6 +111,7 @@ func (m *Manager) unsubscribe(sub *subscriber) {
 		if s == sub {
 			m.subs = append(m.subs[:i], m.subs[i+1:]...)
 			close(sub.ch)
+			close(sub.ended)
 			return
 		}
 	}
