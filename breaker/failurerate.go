@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -106,11 +107,17 @@ func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 	return calls >= c.min && failures > 0 && reached(uint64(failures), calls, c.rate)
 }
 
+// Reset clears the ring one word at a time and takes from the running count
+// exactly the failures it cleared, rather than storing zero into it: a
+// closed breaker can be reset while callers record into it, and every bit
+// set or cleared, by a caller or by Reset, must be matched by one change of
+// the count, or the count drifts from the ring for good.
 func (c *rateCounter) Reset() {
 	for i := range c.bits {
-		c.bits[i].Store(0)
+		if n := bits.OnesCount64(c.bits[i].Swap(0)); n != 0 {
+			c.failures.Add(-int64(n))
+		}
 	}
-	c.failures.Store(0)
 	c.pos.Store(0)
 }
 

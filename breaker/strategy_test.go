@@ -340,6 +340,52 @@ func TestFailureRateConcurrentRingWrap(t *testing.T) {
 	assert.Equal(t, window/2, failuresToTrip(t, c, window), "failures of %d calls to trip at rate 0.5 after the concurrent phase", window)
 }
 
+func TestFailureRateResetDuringRecords(t *testing.T) {
+	// A manager resets the counter of a closed breaker (Reset by hand, or a
+	// restart) while callers keep recording into it. Whatever the
+	// interleaving, the running count must end equal to the failures in the
+	// ring: a count that drifted would trip the breaker early or late for
+	// the rest of its life.
+	const (
+		rounds     = 20
+		goroutines = 4
+		calls      = 3000
+		window     = 64
+	)
+	for round := range rounds {
+		c := newCounter(t, breaker.FailureRate{Rate: 0.5, Window: window})
+		var workers, resetter sync.WaitGroup
+		done := make(chan struct{})
+		resetter.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					c.Reset()
+				}
+			}
+		})
+		for g := range goroutines {
+			workers.Go(func() {
+				for i := range calls {
+					o := S
+					if (i+g)%3 == 0 {
+						o = F
+					}
+					c.Record(o, time.Time{})
+				}
+			})
+		}
+		workers.Wait()
+		close(done)
+		resetter.Wait()
+		running, ring := breaker.RateCounts(c)
+		require.Equal(t, ring, running, "round %d: the running count drifted from the failures in the window", round)
+		require.Equal(t, window/2, failuresToTrip(t, c, window), "round %d: failures of %d calls to trip at rate 0.5", round, window)
+	}
+}
+
 func TestTimeWindowSequences(t *testing.T) {
 	tenSeconds := breaker.TimeWindow{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 4}
 	tests := []struct {
