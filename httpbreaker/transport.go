@@ -100,6 +100,9 @@ type entry struct {
 	// hint is when the upstream asked, with Retry-After, to be called
 	// again, in Unix nanoseconds on the manager's clock; zero if it did not.
 	hint atomic.Int64
+	// self is b, for the recovery policy, which runs on the manager's
+	// goroutine.
+	self atomic.Pointer[manager.Breaker]
 }
 
 // New returns a Transport that puts the upstreams of its requests behind
@@ -213,12 +216,13 @@ func (t *Transport) register(key string, e *entry) {
 		if inner == nil {
 			inner = recover.BasicTimeout{Open: recover.DefaultOpen} // the manager's default
 		}
-		cfg.Recover = retryAfterRecover{inner: inner, hint: &e.hint, clk: t.clk}
+		cfg.Recover = retryAfterRecover{inner: inner, e: e, clk: t.clk}
 	}
 	b, err := t.m.Register(key, cfg)
 	switch {
 	case err == nil:
 		e.b, e.err, e.hinted = b, nil, !t.ignoreRetryAfter
+		e.self.Store(b)
 	case errors.Is(err, manager.ErrDuplicate):
 		// Registered by hand or by another Transport sharing the manager:
 		// use it as it is. Its recovery policy is not ours, so this
@@ -284,7 +288,7 @@ func describe(req *http.Request) string {
 // reaches the manager through a channel, so the manager sees it.
 type retryAfterRecover struct {
 	inner recover.Recover
-	hint  *atomic.Int64
+	e     *entry
 	clk   clock.Clock
 }
 
@@ -295,10 +299,20 @@ func (r retryAfterRecover) Timeout(c recover.Context, state any) (time.Duration,
 	if !c.Opening() {
 		return d, next
 	}
-	if until := r.hint.Load(); until != 0 {
-		if rest := time.Duration(until - r.clk.Now().UnixNano()); rest > d {
-			d = rest
+	until := r.e.hint.Load()
+	if until == 0 {
+		return d, next
+	}
+	// The open period is counted from the transition, which the manager
+	// handles a little later: measure the hint from the transition too.
+	from := r.clk.Now()
+	if b := r.e.self.Load(); b != nil {
+		if s := b.Snapshot(); s.State == c.Transition.To && s.Since.Before(from) {
+			from = s.Since
 		}
+	}
+	if rest := time.Duration(until - from.UnixNano()); rest > d {
+		d = rest
 	}
 	return d, next
 }
