@@ -1,0 +1,249 @@
+package guides_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The code of docs/getting-started.md. Each function holds one or more of
+// its snippets; the tests below check that each does what the guide says.
+
+type Order struct{ SKU string }
+
+// gsFirstBreaker starts a manager, registers a breaker and calls through it
+// six times.
+func gsFirstBreaker(ctx context.Context, order Order, charge func(context.Context, Order) error) error {
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+
+	b, err := m.Register("payments", manager.Config{
+		Strategy: breaker.Consecutive{Failures: 5}, // trip on the 5th failure in a row
+		Recover:  recover.Exponential{Initial: time.Second, Max: time.Minute, Jitter: 0.2},
+	})
+	if err != nil {
+		return err
+	}
+
+	for range 6 {
+		err = b.Do(ctx, func(ctx context.Context) error {
+			return charge(ctx, order)
+		})
+		var open *breaker.OpenError
+		switch {
+		case errors.As(err, &open):
+			// Declined at once: charge was not called. open.Until, unless
+			// it is zero, is when the breaker lets a trial call through.
+			log.Printf("payments declined the call (%v): %v", open.State, err)
+		case err != nil:
+			// charge ran and failed; the breaker counted the failure.
+		}
+	}
+	return err
+}
+
+func gsCall(ctx context.Context, b *manager.Breaker, order Order, quote func(context.Context, string) (int, error)) (int, error) {
+	price, err := manager.Call(ctx, b, func(ctx context.Context) (int, error) {
+		return quote(ctx, order.SKU)
+	})
+	return price, err
+}
+
+func gsAcquire(ctx context.Context, b *manager.Breaker, w io.Writer, stream func(context.Context, io.Writer) error) error {
+	p, err := b.Acquire(ctx)
+	if err != nil {
+		return err // a *breaker.OpenError, or manager.ErrStopped
+	}
+	err = stream(ctx, w)
+	p.Release(err) // exactly once
+	return err
+}
+
+var ErrCardDeclined = errors.New("payments: card declined")
+
+func gsClassify(m *manager.Manager) (*manager.Breaker, error) {
+	b, err := m.Register("payments", manager.Config{
+		// A declined card is the caller's problem, not the service's.
+		Classify: classify.IgnoreErrors(nil, ErrCardDeclined),
+	})
+	return b, err
+}
+
+func gsWatch(m *manager.Manager, b *manager.Breaker) (unsubscribe func()) {
+	st := b.Stats()
+	log.Printf("%s is %v: %d calls, %d declined", st.Name, st.State, st.Calls, st.Declined)
+
+	events, unsubscribe := m.Subscribe(64)
+	go func() {
+		for ev := range events {
+			log.Printf("breaker %s: %v (%v)", ev.Name, ev.Transition, ev.Cause)
+		}
+	}()
+	return unsubscribe
+}
+
+func gsByHand(b *manager.Breaker) error {
+	if err := b.ForceOpen(); err != nil { // declines every call until Reset
+		return err
+	}
+	// ... the service is being migrated ...
+	if err := b.Reset(); err != nil { // closed again, with its counts cleared
+		return err
+	}
+	return nil
+}
+
+// logLines collects what the standard logger prints, line by line.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func (l *logLines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+// captureLog sends the standard logger's output to a logLines for the rest
+// of the test.
+func captureLog(t *testing.T) *logLines {
+	l := new(logLines)
+	flags := log.Flags()
+	log.SetOutput(l)
+	log.SetFlags(0)
+	t.Cleanup(func() {
+		log.SetOutput(os.Stderr)
+		log.SetFlags(flags)
+	})
+	return l
+}
+
+func TestGettingStartedFirstBreaker(t *testing.T) {
+	logged := captureLog(t)
+	errDown := errors.New("payments is down")
+	calls := 0
+	err := gsFirstBreaker(context.Background(), Order{SKU: "sku-1"}, func(context.Context, Order) error {
+		calls++
+		return errDown
+	})
+	assert.ErrorIs(t, err, breaker.ErrOpen, "the sixth call is declined")
+	assert.Equal(t, 5, calls, "charge runs for the first five calls only")
+	lines := logged.get()
+	if assert.Len(t, lines, 1) {
+		assert.Regexp(t, `^payments declined the call \(open\): fusebox: breaker "payments" is open( until \S+)?$`, lines[0])
+	}
+}
+
+func TestGettingStartedCall(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	b, err := m.Register("quotes", manager.Config{})
+	require.NoError(t, err)
+	quote := func(_ context.Context, sku string) (int, error) { return len(sku) * 100, nil }
+
+	price, err := gsCall(context.Background(), b, Order{SKU: "sku-1"}, quote)
+	assert.NoError(t, err)
+	assert.Equal(t, 500, price)
+
+	require.NoError(t, b.ForceOpen())
+	price, err = gsCall(context.Background(), b, Order{SKU: "sku-1"}, quote)
+	assert.ErrorIs(t, err, breaker.ErrOpen)
+	assert.Zero(t, price, "a declined Call returns the zero value")
+}
+
+func TestGettingStartedAcquire(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	b, err := m.Register("feed", manager.Config{Strategy: breaker.Consecutive{Failures: 1}})
+	require.NoError(t, err)
+	errCut := errors.New("stream cut")
+	var out strings.Builder
+
+	err = gsAcquire(context.Background(), b, &out, func(_ context.Context, w io.Writer) error {
+		_, err := io.WriteString(w, "event 1\n")
+		return err
+	})
+	assert.NoError(t, err)
+	assert.Equal(t, "event 1\n", out.String())
+
+	err = gsAcquire(context.Background(), b, &out, func(context.Context, io.Writer) error { return errCut })
+	assert.ErrorIs(t, err, errCut)
+	assert.Equal(t, breaker.Open, b.State(), "the released failure trips a Consecutive{Failures: 1}")
+
+	err = gsAcquire(context.Background(), b, &out, func(context.Context, io.Writer) error {
+		t.Error("stream called through an open breaker")
+		return nil
+	})
+	assert.ErrorIs(t, err, breaker.ErrOpen)
+
+	m.Stop()
+	err = gsAcquire(context.Background(), b, &out, func(context.Context, io.Writer) error { return nil })
+	assert.ErrorIs(t, err, manager.ErrStopped)
+}
+
+func TestGettingStartedClassify(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	b, err := gsClassify(m)
+	require.NoError(t, err)
+	for range 10 {
+		_ = b.Do(context.Background(), func(context.Context) error {
+			return fmt.Errorf("charge order 7: %w", ErrCardDeclined)
+		})
+	}
+	st := b.Stats()
+	assert.Equal(t, breaker.Closed, st.State, "ignored errors never trip the breaker")
+	assert.Equal(t, uint64(10), st.Ignored)
+	assert.Zero(t, st.Failures)
+}
+
+func TestGettingStartedWatch(t *testing.T) {
+	logged := captureLog(t)
+	mock := clock.NewMock()
+	m := manager.Start(manager.Options{Clock: mock})
+	defer m.Stop()
+	b, err := m.Register("payments", manager.Config{Recover: recover.BasicTimeout{Open: time.Second}})
+	require.NoError(t, err)
+
+	// Three calls fail, then the breaker is opened and closed by hand.
+	for range 3 {
+		_ = b.Do(context.Background(), func(context.Context) error { return errors.New("boom") })
+	}
+	unsubscribe := gsWatch(m, b)
+	require.NoError(t, gsByHand(b))
+	m.Sync()
+	unsubscribe()
+
+	want := []string{
+		"payments is closed: 3 calls, 0 declined",
+		"breaker payments: closed->open (force_open)",
+		"breaker payments: open->closed (reset)",
+	}
+	// The logging goroutine prints the events it received after the
+	// subscription ended too; wait for it, within a bound.
+	assert.Eventually(t, func() bool { return len(logged.get()) >= len(want) }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, want, logged.get())
+}
