@@ -1,0 +1,115 @@
+package dashboard
+
+import (
+	"time"
+
+	"github.com/fusebox-go/fusebox/manager"
+)
+
+// Status is what the page shows, as served by /api/status and in each event
+// of /api/events.
+type Status struct {
+	// Title is Options.Title.
+	Title string `json:"title"`
+	// Now is the manager's clock when the status was taken: the page
+	// measures ages and the timeline from it.
+	Now time.Time `json:"now"`
+	// Actions reports whether the force-open and reset actions are served.
+	Actions bool `json:"actions"`
+	// Breakers lists every breaker of the manager in the order they were
+	// registered.
+	Breakers []BreakerStatus `json:"breakers"`
+}
+
+// BreakerStatus is one breaker's state, counters and recent transitions.
+type BreakerStatus struct {
+	// Name is the breaker's name, as registered.
+	Name string `json:"name"`
+	// State is the breaker's state: "closed", "open", "half_open" or
+	// "probing".
+	State string `json:"state"`
+	// Since is when the breaker entered State.
+	Since time.Time `json:"since"`
+	// Until is when the open period or the probe's time ends; absent when
+	// there is none or it is not known yet.
+	Until time.Time `json:"until,omitzero"`
+	// Forced is set while the breaker is forced open by hand.
+	Forced bool `json:"forced"`
+
+	// The counters of manager.Stats.
+	Calls         uint64 `json:"calls"`
+	Successes     uint64 `json:"successes"`
+	Failures      uint64 `json:"failures"`
+	Ignored       uint64 `json:"ignored"`
+	Declined      uint64 `json:"declined"`
+	Stale         uint64 `json:"stale"`
+	DroppedEvents uint64 `json:"dropped_events"`
+
+	// Transitions are the most recent transitions the handler saw, oldest
+	// first, at most Options.History of them.
+	Transitions []TransitionRecord `json:"transitions"`
+	// MissedTransitions counts transitions the handler did not see because
+	// its event buffer was full; they are missing from Transitions.
+	MissedTransitions uint64 `json:"missed_transitions"`
+}
+
+// TransitionRecord is one transition of a breaker.
+type TransitionRecord struct {
+	// From and To are the states left and entered.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// At is when the transition happened, on the manager's clock.
+	At time.Time `json:"at"`
+	// Cause says what made it happen: "trip", "probe", "timer",
+	// "force_open", "reset" or "restart".
+	Cause string `json:"cause"`
+	// Outcome is the outcome of the call that caused it ("success",
+	// "failure", "ignore"), or absent when no call did.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+func record(ev manager.Event) TransitionRecord {
+	r := TransitionRecord{
+		From:  ev.Transition.From.String(),
+		To:    ev.Transition.To.String(),
+		At:    ev.At,
+		Cause: ev.Cause.String(),
+	}
+	if ev.Outcome.Valid() {
+		r.Outcome = ev.Outcome.String()
+	}
+	return r
+}
+
+// status takes the current status of every breaker.
+func (h *Handler) status() Status {
+	h.hist.sync()
+	bs := h.m.Breakers()
+	st := Status{
+		Title:    h.opts.Title,
+		Now:      h.m.Clock().Now(),
+		Actions:  h.opts.Actions,
+		Breakers: make([]BreakerStatus, 0, len(bs)),
+	}
+	for _, b := range bs {
+		s := b.Stats()
+		recs, missed := h.hist.read(s.Name)
+		st.Breakers = append(st.Breakers, BreakerStatus{
+			Name:              s.Name,
+			State:             s.State.String(),
+			Since:             s.Since,
+			Until:             s.Until,
+			Forced:            s.Forced,
+			Calls:             s.Calls,
+			Successes:         s.Successes,
+			Failures:          s.Failures,
+			Ignored:           s.Ignored,
+			Declined:          s.Declined,
+			Stale:             s.Stale,
+			DroppedEvents:     s.DroppedEvents,
+			Transitions:       recs,
+			MissedTransitions: missed,
+		})
+	}
+	return st
+}
