@@ -177,6 +177,7 @@ func fuseboxAcquireRelease(b *testing.B, brs []*manager.Breaker, random, paralle
 	b.ReportAllocs()
 	if parallel {
 		var seq atomic.Uint32
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for i := start(&seq); pb.Next(); i++ {
 				p, err := pick(i).Acquire(ctx)
@@ -204,6 +205,7 @@ func fuseboxDeclined(b *testing.B, br *manager.Breaker, parallel bool) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	if parallel {
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := br.Acquire(ctx); err == nil {
@@ -225,6 +227,7 @@ func fuseboxDo(b *testing.B, br *manager.Breaker, parallel bool) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	if parallel {
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := br.Do(ctx, okCtx); err != nil {
@@ -252,6 +255,7 @@ func gobreakerExecute(b *testing.B, cbs []*gobreaker.CircuitBreaker[any], random
 	b.ReportAllocs()
 	if parallel {
 		var seq atomic.Uint32
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for i := start(&seq); pb.Next(); i++ {
 				if _, err := pick(i).Execute(okAny); err != nil {
@@ -281,6 +285,7 @@ func gobreakerAllow(b *testing.B, cbs []*gobreaker.TwoStepCircuitBreaker[any], r
 	b.ReportAllocs()
 	if parallel {
 		var seq atomic.Uint32
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for i := start(&seq); pb.Next(); i++ {
 				done, err := pick(i).Allow()
@@ -307,6 +312,7 @@ func gobreakerAllow(b *testing.B, cbs []*gobreaker.TwoStepCircuitBreaker[any], r
 func gobreakerDeclined(b *testing.B, cb *gobreaker.CircuitBreaker[any], parallel bool) {
 	b.ReportAllocs()
 	if parallel {
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := cb.Execute(okAny); err == nil {
@@ -327,6 +333,7 @@ func gobreakerDeclined(b *testing.B, cb *gobreaker.CircuitBreaker[any], parallel
 func gobreakerTwoStepDeclined(b *testing.B, cb *gobreaker.TwoStepCircuitBreaker[any], parallel bool) {
 	b.ReportAllocs()
 	if parallel {
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := cb.Allow(); err == nil {
@@ -361,6 +368,7 @@ func failsafeRunRandom(b *testing.B, exs []failsafeExecutor, parallel bool) {
 	b.ReportAllocs()
 	if parallel {
 		var seq atomic.Uint32
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for i := start(&seq); pb.Next(); i++ {
 				if err := pick(i).Run(okErr); err != nil {
@@ -383,6 +391,7 @@ func failsafeRunRandom(b *testing.B, exs []failsafeExecutor, parallel bool) {
 func failsafeRunDeclined(b *testing.B, ex failsafeExecutor, parallel bool) {
 	b.ReportAllocs()
 	if parallel {
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := ex.Run(okErr); err == nil {
@@ -410,6 +419,7 @@ func failsafePermit(b *testing.B, cbs []circuitbreaker.CircuitBreaker[any], rand
 	b.ReportAllocs()
 	if parallel {
 		var seq atomic.Uint32
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for i := start(&seq); pb.Next(); i++ {
 				cb := pick(i)
@@ -436,6 +446,7 @@ func failsafePermit(b *testing.B, cbs []circuitbreaker.CircuitBreaker[any], rand
 func failsafePermitDeclined(b *testing.B, cb circuitbreaker.CircuitBreaker[any], parallel bool) {
 	b.ReportAllocs()
 	if parallel {
+		b.ResetTimer() // the setup is not part of the measure
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if cb.TryAcquirePermit() {
