@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -467,35 +468,64 @@ func TestTimeWindowExactThreshold(t *testing.T) {
 }
 
 func TestTimeWindowConcurrentCallsInOneBucket(t *testing.T) {
-	// Every caller updates one bucket word by compare-and-swap: none of the
-	// calls may be lost. MinCalls is the total, so the breaker may trip only
-	// once the last failure is in.
+	// Every caller updates one bucket word by compare-and-swap: no call may
+	// be lost or counted twice. With MinCalls one more than the calls made,
+	// none of them trips, and the next failure does.
 	const (
 		goroutines = 8
 		calls      = 500
 	)
-	c := newCounter(t, breaker.TimeWindow{Rate: 1, Period: time.Second, MinCalls: goroutines * calls})
+	c := newCounter(t, breaker.TimeWindow{Rate: 1, Period: time.Second, MinCalls: goroutines*calls + 1})
 	start := make(chan struct{})
 	var (
 		wg    sync.WaitGroup
-		mu    sync.Mutex
-		trips int
+		trips atomic.Int64
 	)
 	for range goroutines {
 		wg.Go(func() {
 			<-start
 			for range calls {
 				if c.Record(F, t0) {
-					mu.Lock()
-					trips++
-					mu.Unlock()
+					trips.Add(1)
 				}
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
-	assert.Equal(t, 1, trips, "only the call that brings the window to MinCalls may trip")
+	assert.Zero(t, trips.Load(), "a call was counted twice")
+	assert.True(t, c.Record(F, t0), "a call was lost: %d failures do not reach MinCalls %d", goroutines*calls+1, goroutines*calls+1)
+}
+
+func TestTimeWindowConcurrentAcrossBuckets(t *testing.T) {
+	// Callers move through many bucket lengths at once, each with its own
+	// clock, so buckets are emptied and reused while others record. Once
+	// they are done, a window two periods later starts empty.
+	const (
+		goroutines = 8
+		calls      = 2000
+	)
+	s := breaker.TimeWindow{Rate: 1, Period: 10 * time.Millisecond, Buckets: 10, MinCalls: 5}
+	c := newCounter(t, s)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			<-start
+			for i := range calls {
+				o := S
+				if (i+g)%4 == 0 {
+					o = F
+				}
+				c.Record(o, t0.Add(time.Duration(i*(g+1))*10*time.Microsecond))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	later := time.Duration(calls*goroutines)*10*time.Microsecond + 2*s.Period
+	seq := append(repeat(s.MinCalls-1, F, later), rec{later, F, true})
+	play(t, c, seq)
 }
 
 func TestStrategyValidation(t *testing.T) {
