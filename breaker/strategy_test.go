@@ -452,6 +452,50 @@ func TestTimeWindowSequences(t *testing.T) {
 	}
 }
 
+func TestTimeWindowOldBucketsNeverComeBack(t *testing.T) {
+	// A bucket's period is recorded in a few bits of its word; calls from a
+	// period long gone must not count again when the bits come round, here
+	// after 2^16 bucket lengths of silence.
+	tests := []struct {
+		name string
+		s    breaker.TimeWindow
+		gap  time.Duration
+	}{
+		{"1ms buckets", breaker.TimeWindow{Rate: 1, Period: 10 * time.Millisecond, MinCalls: 3}, 65536 * time.Millisecond},
+		{"100ms buckets", breaker.TimeWindow{Rate: 1, Period: time.Second, MinCalls: 3}, 65536 * 100 * time.Millisecond},
+		{"100ms buckets, twice round", breaker.TimeWindow{Rate: 1, Period: time.Second, MinCalls: 3}, 2 * 65536 * 100 * time.Millisecond},
+		{"1s buckets, one bucket", breaker.TimeWindow{Rate: 1, Period: time.Second, Buckets: 1, MinCalls: 3}, 65536 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			play(t, newCounter(t, tt.s), []rec{
+				{0, F, false}, {0, F, false},
+				{tt.gap, F, false}, // one call in the window: not MinCalls
+				{tt.gap, F, false},
+				{tt.gap, F, true},
+			})
+		})
+	}
+}
+
+func TestTimeWindowLateCallDoesNotEraseTheWindow(t *testing.T) {
+	// A caller that read its clock a whole period before releasing its call
+	// is outside the window: its call must not replace the newer bucket in
+	// the same slot, nor count.
+	s := breaker.TimeWindow{Rate: 1, Period: 10 * time.Second, Buckets: 10, MinCalls: 3}
+	play(t, newCounter(t, s), []rec{
+		{20 * time.Second, F, false}, {20 * time.Second, F, false},
+		{10 * time.Second, S, false}, // late by the whole period, same slot
+		{20 * time.Second, F, true},
+	})
+	play(t, newCounter(t, s), []rec{
+		{20 * time.Second, F, false},
+		{11 * time.Second, S, false}, // late, but still in the window: it counts
+		{20 * time.Second, F, false},
+		{20 * time.Second, F, false}, // S F F F: 3 of 4
+	})
+}
+
 func TestTimeWindowExactThreshold(t *testing.T) {
 	// 7 failures of 100 calls is a rate of 0.07: it trips, even though
 	// 0.07*100 is 7.000000000000001 in floating point.

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,11 +16,19 @@ import (
 // one bucket at a time, so it covers between Period-Period/Buckets and Period
 // of history. Each bucket is one atomic word, and a call updates only the
 // bucket of its instant; the rate is summed over the buckets only when a
-// failure is recorded. A bucket counts at most 16,777,215 calls; past that it
-// stops counting and keeps the rate of the calls it holds.
+// failure is recorded. The first call into a new bucket also empties the
+// buckets the window has moved past, under a lock taken at most once per
+// bucket length, so that no bucket is ever counted again once its period is
+// over, however long the breaker stays idle. A bucket counts at most
+// 16,777,215 calls; past that it stops counting and keeps the rate of the
+// calls it holds.
 //
 // Unlike the count-based strategies, TimeWindow needs the time of every
 // call, so a breaker using it reads its clock when a call is released.
+// Buckets are measured from the first call recorded, with the monotonic
+// clock reading when the times carry one, so a step of the wall clock does
+// not move the window. A call whose time is a whole Period or more before
+// the newest call recorded is outside the window and is not counted.
 type TimeWindow struct {
 	// Rate trips the breaker when failures/calls >= Rate. It must be in
 	// (0, 1].
@@ -60,6 +69,7 @@ func (s TimeWindow) NewCounter() (Counter, error) {
 	return &timeCounter{
 		rate:    s.Rate,
 		width:   int64(width),
+		n:       int64(buckets),
 		min:     uint64(s.MinCalls),
 		buckets: make([]atomic.Uint64, buckets),
 	}, nil
@@ -82,20 +92,66 @@ func pack(epoch, calls, failures uint64) uint64 {
 	return (epoch&epochMask)<<(2*countBits) | calls<<countBits | failures
 }
 
+// A timeCounter numbers its buckets from the first call it records: bucket
+// i covers [base+i*width, base+(i+1)*width) and lives in slot i mod n. head
+// is the newest bucket recorded into. Every slot holds zero or a bucket in
+// (head-n, head]: moving head forward empties the slots it passes, so a
+// word's 16-bit epoch never has to tell apart buckets 2^16 apart.
 type timeCounter struct {
 	rate    float64
-	width   int64
+	width   int64 // nanoseconds
+	n       int64 // len(buckets)
 	min     uint64
+	base    atomic.Pointer[time.Time]
+	head    atomic.Int64
+	mu      sync.Mutex // held to move head forward
 	buckets []atomic.Uint64
 }
 
-func (c *timeCounter) index(now time.Time) uint64 {
-	ns := now.UnixNano()
-	idx := ns / c.width
-	if ns < 0 && ns%c.width != 0 {
+// index returns the bucket of now, starting the numbering at now if this is
+// the first call.
+func (c *timeCounter) index(now time.Time) int64 {
+	base := c.base.Load()
+	if base == nil {
+		base = c.start(now)
+	}
+	d := int64(now.Sub(*base))
+	idx := d / c.width
+	if d < 0 && d%c.width != 0 {
 		idx--
 	}
-	return uint64(idx)
+	return idx
+}
+
+// start makes now the start of bucket 0, unless another call did first. It
+// is a function of its own so that only the first call allocates.
+func (c *timeCounter) start(now time.Time) *time.Time {
+	c.base.CompareAndSwap(nil, &now)
+	return c.base.Load()
+}
+
+func (c *timeCounter) slot(idx int64) *atomic.Uint64 {
+	i := idx % c.n
+	if i < 0 {
+		i += c.n
+	}
+	return &c.buckets[i]
+}
+
+// advance moves head forward to idx and empties the slots of the buckets it
+// passes over, which belong to periods now out of the window. Callers of
+// buckets at or before head never wait for it.
+func (c *timeCounter) advance(idx int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	head := c.head.Load()
+	if idx <= head {
+		return
+	}
+	for i := max(head+1, idx-c.n+1); i <= idx; i++ {
+		c.slot(i).Store(0)
+	}
+	c.head.Store(idx)
 }
 
 func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
@@ -107,15 +163,27 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 		fail = 1
 	}
 	idx := c.index(now)
-	epoch := idx & epochMask
-	b := &c.buckets[idx%uint64(len(c.buckets))]
+	if head := c.head.Load(); idx > head {
+		c.advance(idx)
+	} else if idx <= head-c.n {
+		return false // a whole period before the newest call
+	}
+	epoch := uint64(idx) & epochMask
+	b := c.slot(idx)
 	for {
 		w := b.Load()
 		e, calls, failures := unpack(w)
 		var next uint64
 		switch {
-		case e != epoch || w == 0:
+		case w == 0:
 			next = pack(epoch, 1, fail)
+		case e != epoch:
+			if (e-epoch)&epochMask < 1<<15 {
+				// A newer bucket took the slot since head was read:
+				// this call is out of the window.
+				return false
+			}
+			next = pack(epoch, 1, fail) // a late call's leftover
 		case calls >= countMax:
 			next = w // saturated: keep the rate it holds
 		default:
@@ -129,10 +197,9 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 		return false
 	}
 	var calls, failures uint64
-	n := uint64(len(c.buckets))
 	for i := range c.buckets {
 		e, cs, fs := unpack(c.buckets[i].Load())
-		if (epoch-e)&epochMask < n {
+		if (epoch-e)&epochMask < uint64(c.n) {
 			calls += cs
 			failures += fs
 		}
