@@ -3,6 +3,7 @@ package httpbreaker_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,6 +92,40 @@ func BenchmarkHostKey(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				httpbreaker.HostKey(req)
+			}
+		})
+	}
+}
+
+// BenchmarkLoopback is a whole request to an httptest server on loopback,
+// with and without the breaker, to put its share in proportion.
+func BenchmarkLoopback(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	b.Cleanup(srv.Close)
+	m := manager.Start(manager.Options{})
+	b.Cleanup(m.Stop)
+	base := &http.Transport{}
+	b.Cleanup(base.CloseIdleConnections)
+	t, err := httpbreaker.New(m, httpbreaker.Options{Base: base})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"base", base}, {"breaker", t}} {
+		b.Run(c.name, func(b *testing.B) {
+			client := &http.Client{Transport: c.rt}
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
 			}
 		})
 	}
