@@ -1,4 +1,4 @@
-// Http calls an HTTP upstream through httpbreaker and prints what the
+// Command http calls an HTTP upstream through httpbreaker and prints what the
 // upstream's breaker does.
 //
 //	go run ./examples/http
