@@ -21,7 +21,7 @@
 // of its own and one failing host does not stop the requests to the others.
 // A Key that also looks at the path gives a breaker per route. The first
 // request with a new key registers a breaker under that name with the
-// Manager, configured by Options.Config (DefaultConfig by default); later
+// manager, configured by Options.Config (DefaultConfig by default); later
 // requests find it in a cache that takes no lock and makes no round trip to
 // the manager. A breaker registered under the same name beforehand, by hand
 // or by another Transport, is used as it is.
