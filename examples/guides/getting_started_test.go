@@ -67,7 +67,7 @@ func gsCall(ctx context.Context, b *manager.Breaker, order Order, quote func(con
 func gsAcquire(ctx context.Context, b *manager.Breaker, w io.Writer, stream func(context.Context, io.Writer) error) error {
 	p, err := b.Acquire(ctx)
 	if err != nil {
-		return err // a *breaker.OpenError, or manager.ErrStopped
+		return err // a *breaker.OpenError, ctx.Err() or manager.ErrStopped
 	}
 	err = stream(ctx, w)
 	p.Release(err) // exactly once
@@ -246,4 +246,25 @@ func TestGettingStartedWatch(t *testing.T) {
 	// subscription ended too; wait for it, within a bound.
 	assert.Eventually(t, func() bool { return len(logged.get()) >= len(want) }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, want, logged.get())
+}
+
+// TestGettingStartedConfig checks the configurations and the error message
+// the guide shows.
+func TestGettingStartedConfig(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	for name, strategy := range map[string]breaker.Strategy{
+		"rate":   breaker.FailureRate{Rate: 0.5, Window: 100},
+		"window": breaker.TimeWindow{Rate: 0.5, Period: time.Minute, MinCalls: 20},
+	} {
+		_, err := m.Register(name, manager.Config{Strategy: strategy})
+		assert.NoError(t, err, "%#v", strategy)
+	}
+
+	_, err := m.Register("payments", manager.Config{Strategy: breaker.Consecutive{}})
+	assert.EqualError(t, err, `fusebox: register breaker "payments": Config.Strategy: breaker.Consecutive.Failures must be at least 1, got 0`)
+	_, err = m.Register("rate", manager.Config{})
+	assert.ErrorIs(t, err, manager.ErrDuplicate)
+	_, err = m.Register("", manager.Config{})
+	assert.Error(t, err)
 }
