@@ -130,6 +130,28 @@ func transitions(events <-chan manager.Event) []breaker.Transition {
 	}
 }
 
+func TestHangingCall(t *testing.T) {
+	mock := clock.NewMock()
+	m := manager.Start(manager.Options{Clock: mock})
+	defer m.Stop()
+	b, err := m.Register("payments", manager.Config{Strategy: breaker.Consecutive{Failures: 1}})
+	require.NoError(t, err)
+
+	ctx, cancel := mock.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error)
+	go func() {
+		done <- b.Do(ctx, func(ctx context.Context) error {
+			<-ctx.Done() // the service hangs
+			return ctx.Err()
+		})
+	}()
+
+	mock.Add(300 * time.Millisecond)
+	assert.ErrorIs(t, <-done, context.DeadlineExceeded)
+	assert.Equal(t, breaker.Open, b.State(), "a call that timed out is a failure")
+}
+
 func TestStopsItsManager(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	m := manager.Start(manager.Options{})
