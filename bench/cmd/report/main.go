@@ -100,28 +100,31 @@ func run(args []string, log io.Writer) error {
 
 	s := session{command: commandLine(args), started: time.Now().UTC(), loadBefore: loadAverage()}
 	res := newResults()
-	var raw []byte
 	if c.from != "" {
-		b, err := os.ReadFile(c.from)
+		raw, err := os.ReadFile(c.from)
 		if err != nil {
 			return err
 		}
-		raw = b
-		s.roundCmd = "(none: the report was written from " + c.from + ")"
+		if err := res.parse(bytes.NewReader(raw)); err != nil {
+			return err
+		}
+		s = savedSession(res.meta, c.from)
 		c.extras = false
 	} else {
-		b, cmd, err := rounds(c, log)
+		raw, cmd, err := rounds(c, log)
 		if err != nil {
 			return err
 		}
-		raw, s.roundCmd = b, cmd
-		if err := writeFile(c.rawPath, raw); err != nil {
+		s.roundCmd = cmd
+		if err := res.parse(bytes.NewReader(raw)); err != nil {
+			return err
+		}
+		s.elapsed = time.Since(s.started).Round(time.Second)
+		s.loadAfter = loadAverage()
+		if err := writeFile(c.rawPath, append(s.header(), raw...)); err != nil {
 			return err
 		}
 		fmt.Fprintf(log, "report: raw output in %s\n", c.rawPath)
-	}
-	if err := res.parse(bytes.NewReader(raw)); err != nil {
-		return err
 	}
 	if len(res.order) == 0 {
 		return errors.New("no benchmark results found")
@@ -136,8 +139,6 @@ func run(args []string, log io.Writer) error {
 			s.extras = append(s.extras, runExtra(c.mainDir, pkg, log))
 		}
 	}
-	s.elapsed = time.Since(s.started).Round(time.Second)
-	s.loadAfter = loadAverage()
 
 	m := describe(c.mainDir, res)
 	svg := chart(res)
@@ -153,6 +154,41 @@ func run(args []string, log io.Writer) error {
 		fmt.Fprintf(log, "  %-6s %s: %s\n", strings.Fields(v.result)[0], v.target, v.measured)
 	}
 	return nil
+}
+
+// header is what the raw output keeps of the session, as report-KEY: value
+// lines, so that a report written later from it (-from) says how the
+// numbers were made. benchstat takes such lines as configuration.
+func (s session) header() []byte {
+	var b bytes.Buffer
+	for _, kv := range [][2]string{
+		{"command", s.command},
+		{"round", s.roundCmd},
+		{"started", s.started.Format(time.RFC3339)},
+		{"elapsed", s.elapsed.String()},
+		{"load-before", s.loadBefore},
+		{"load-after", s.loadAfter},
+	} {
+		fmt.Fprintf(&b, "report-%s: %s\n", kv[0], kv[1])
+	}
+	return b.Bytes()
+}
+
+// savedSession is the session recorded at the top of saved raw output.
+func savedSession(meta map[string]string, from string) session {
+	s := session{
+		command:    meta["command"],
+		roundCmd:   meta["round"],
+		loadBefore: meta["load-before"],
+		loadAfter:  meta["load-after"],
+	}
+	s.started, _ = time.Parse(time.RFC3339, meta["started"])
+	s.elapsed, _ = time.ParseDuration(meta["elapsed"])
+	if s.command == "" {
+		s.command = "unknown: " + from + " does not say"
+	}
+	s.command += "  # report written later from " + from
+	return s
 }
 
 // rounds compiles the suite once and runs it c.count times. It returns

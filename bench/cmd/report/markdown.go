@@ -15,15 +15,15 @@ func caseTitle(g string) string {
 	for i, p := range parts {
 		switch {
 		case i == 0 && p == "Closed":
-			words = append(words, "closed, success")
+			words = append(words, "closed")
 		case i == 0 && p == "Declined":
-			words = append(words, "declined, open breaker")
+			words = append(words, "declined (open)")
 		case i == 0 && p == "Do":
-			words = append(words, "Do around return nil")
+			words = append(words, "Do(return nil)")
 		case i == 0 && p == "Random":
-			words = append(words, "random among 10,000")
+			words = append(words, "random of 10,000")
 		case p == "failurerate":
-			words = append(words, "failure rate over 100")
+			words = append(words, "failure rate/100")
 		default:
 			words = append(words, p)
 		}
@@ -195,11 +195,11 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	}
 	p("\n")
 	p("The cases:\n\n")
-	p("- **closed, success**: a call that succeeds through a closed breaker.\n")
+	p("- **closed**: a call that succeeds through a closed breaker.\n")
 	p("  - *consecutive*: trips on the 5th failure in a row. fusebox `breaker.Consecutive{Failures: 5}`;\n")
 	p("    gobreaker `ReadyToTrip` returning `ConsecutiveFailures >= 5`; failsafe-go\n")
 	p("    `WithFailureThreshold(5)`.\n")
-	p("  - *failure rate over 100*: trips when half of the last 100 calls failed. fusebox\n")
+	p("  - *failure rate/100*: trips when half of the last 100 calls failed. fusebox\n")
 	p("    `breaker.FailureRate{Rate: 0.5, Window: 100}` (no trip before 100 calls); failsafe-go\n")
 	p("    `WithFailureThresholdRatio(50, 100)`, also a count-based window of the last 100 executions,\n")
 	p("    but one that trips as soon as 50 failed, before 100 were made (its `WithFailureRateThreshold`\n")
@@ -215,10 +215,10 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	p("    does not flatter fusebox. fusebox's window of a healthy breaker is read-only: a success\n")
 	p("    into a full window with no failure writes nothing, which this case measures; a window that\n")
 	p("    holds failures costs an atomic write per call.\n")
-	p("- **declined, open breaker**: a call refused by a breaker tripped open (open period one hour).\n")
-	p("- **Do around return nil**: each library's wrapper around a function that returns nil:\n")
+	p("- **declined (open)**: a call refused by a breaker tripped open (open period one hour).\n")
+	p("- **Do(return nil)**: each library's wrapper around a function that returns nil:\n")
 	p("  fusebox `Breaker.Do`, gobreaker `Execute`, failsafe-go's executor `Run`.\n")
-	p("- **random among 10,000**: a successful call through one of 10,000 closed breakers\n")
+	p("- **random of 10,000**: a successful call through one of 10,000 closed breakers\n")
 	p("  (consecutive policy) picked at random, to show what each library costs once its breaker is\n")
 	p("  no longer in the caches. The 65,536 indices are drawn from a fixed seed before the timed\n")
 	p("  loop; each parallel goroutine starts at its own place in them.\n\n")

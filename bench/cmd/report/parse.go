@@ -13,13 +13,14 @@ import (
 // with the header lines that describe the machine.
 type results struct {
 	cpu, goos, goarch, pkg string
-	procs                  int // GOMAXPROCS, from the -N suffix of the names
+	procs                  int               // GOMAXPROCS, from the -N suffix of the names
+	meta                   map[string]string // report-KEY: value lines, which the report writes at the top of the raw output
 	order                  []string
 	samples                map[string]map[string][]float64 // name, unit: one value per run
 }
 
 func newResults() *results {
-	return &results{samples: make(map[string]map[string][]float64)}
+	return &results{samples: make(map[string]map[string][]float64), meta: make(map[string]string)}
 }
 
 // benchLine is one result line: the name with its -GOMAXPROCS suffix, the
@@ -46,6 +47,10 @@ func (r *results) parse(in io.Reader) error {
 				r.goarch = v
 			case "pkg":
 				r.pkg = v
+			default:
+				if key, ok := strings.CutPrefix(k, "report-"); ok {
+					r.meta[key] = v
+				}
 			}
 			continue
 		}
