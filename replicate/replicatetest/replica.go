@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 )
 
 // ErrDown is the error a failing Replica returns when Fail was given none.
@@ -51,6 +53,7 @@ type Replica struct {
 	history map[string][]Change
 	calls   int
 	hung    int
+	latency time.Duration
 }
 
 // NewReplica returns an empty, healthy Replica.
@@ -75,6 +78,17 @@ func (r *Replica) apply(ctx context.Context, key string, c Change) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
+	if r.latency > 0 {
+		d := rand.N(r.latency)
+		r.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		r.mu.Lock()
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -140,6 +154,15 @@ func (r *Replica) setMode(m mode) {
 		close(r.wake)
 	}
 	r.mode = m
+}
+
+// SetLatency makes every call wait a random time below max (or until its
+// context is done) before it is handled; zero turns the latency off. A
+// little latency makes the interleavings of concurrent calls vary.
+func (r *Replica) SetLatency(max time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.latency = max
 }
 
 // Get returns the value the replica holds under key.

@@ -1,0 +1,435 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+)
+
+// Options configure a Replicator. The zero value is valid; a negative
+// duration is an error.
+type Options struct {
+	// Timeout bounds each call to the replica, including the wait for an
+	// earlier copy of the same key to finish. A call that runs out of time
+	// returns context.DeadlineExceeded, a Failure for classify.Default, so
+	// timeouts trip the breaker. Zero means DefaultTimeout (1s).
+	Timeout time.Duration
+
+	// Manager is the manager the breaker is registered with. With it, the
+	// replicator subscribes to the manager's events and makes its trial
+	// call as soon as the breaker turns half_open. Nil means the
+	// replicator has no events: while keys are pending and the breaker is
+	// not closed, it looks at the breaker's state every WatchInterval.
+	// New fails if Manager does not hold the breaker.
+	Manager *manager.Manager
+
+	// WatchInterval is how often the replicator looks at the breaker's
+	// state when Manager is nil, while keys are pending and the breaker
+	// is not closed. Zero means DefaultWatchInterval (10ms).
+	WatchInterval time.Duration
+
+	// CatchUpPause is the pause after each key catch-up sends (and after
+	// each pass over the pending keys), which keeps catch-up to one call
+	// at a time at a bounded rate so that live writes keep priority. Zero
+	// means DefaultCatchUpPause (1ms).
+	CatchUpPause time.Duration
+
+	// RetryInterval is how long the replicator waits before it looks at
+	// the pending keys again after a copy failed while the breaker stayed
+	// closed (a replica that rejects some writes without tripping the
+	// breaker). With a Manager it is also how often the replicator looks
+	// at the breaker while keys are pending, in case an event was lost.
+	// Zero means DefaultRetryInterval (1s).
+	RetryInterval time.Duration
+}
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultTimeout       = time.Second
+	DefaultWatchInterval = 10 * time.Millisecond
+	DefaultCatchUpPause  = time.Millisecond
+	DefaultRetryInterval = time.Second
+)
+
+// eventBuffer is the buffer of the replicator's subscription to the
+// manager's events.
+const eventBuffer = 256
+
+// catchUpBatch is how many pending keys catch-up reads from the primary at
+// a time.
+const catchUpBatch = 128
+
+// Result says what became of the copy of one write.
+type Result struct {
+	// Replicated reports that the replica confirmed this write, or a newer
+	// write of the same key.
+	Replicated bool
+	// Cause says why not: the replica's error (context.DeadlineExceeded
+	// for a timeout), the breaker's *breaker.OpenError for a declined call
+	// (errors.Is(Cause, breaker.ErrOpen)), manager.ErrStopped, or
+	// ErrClosed. It is nil when Replicated is set.
+	Cause error
+}
+
+// Alert levels raised by writes the replica did not confirm, so that the
+// worker looks again: alertFailed while the breaker is closed (retry
+// later), alertOpen once it is not (watch for half_open).
+const (
+	alertNone int32 = iota
+	alertFailed
+	alertOpen
+)
+
+// Replicator writes to a Primary and copies each write to a Replica through
+// a breaker. Create one with New and end it with Close; all its methods are
+// safe for concurrent use. It keeps one goroutine, which catches up on
+// pending keys.
+type Replicator struct {
+	p       Primary
+	rep     Replica
+	b       *manager.Breaker
+	timeout time.Duration
+	watch   time.Duration
+	pause   time.Duration
+	retry   time.Duration
+
+	locks keyLocks
+
+	// Close cancels ctx, which cuts short every replica call in flight,
+	// then waits for the operations counted in ops and for the worker.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	mu        sync.RWMutex // guards closed against ops.Add
+	closed    bool
+	ops       sync.WaitGroup
+	closeOnce sync.Once
+
+	// The worker's inputs.
+	kick        chan struct{} // a write got through while keys are pending
+	alert       chan struct{} // a write did not get through
+	level       atomic.Int32  // the highest alert since the worker last looked
+	events      <-chan manager.Event
+	unsubscribe func()
+	done        chan struct{} // closed when the worker returns
+
+	// drained is closed, and replaced, each time a confirmation leaves no
+	// key pending; Wait waits on it.
+	drainedMu sync.Mutex
+	drained   chan struct{}
+}
+
+// New returns a Replicator that writes to p and copies each write to r
+// through b, and starts its goroutine. If p holds pending keys (a primary
+// reopened after a restart), catch-up starts at once.
+//
+// New fails, with an error that names the breaker and the field, if p, r or
+// b is nil, if a duration in opts is negative, or if opts.Manager does not
+// hold b. Close the Replicator before closing p.
+func New(p Primary, r Replica, b *manager.Breaker, opts Options) (*Replicator, error) {
+	if b == nil {
+		return nil, errors.New("fusebox: replicate: New: the breaker must not be nil")
+	}
+	name := b.Name()
+	if p == nil {
+		return nil, fmt.Errorf("fusebox: replicate: breaker %q: the Primary must not be nil", name)
+	}
+	if r == nil {
+		return nil, fmt.Errorf("fusebox: replicate: breaker %q: the Replica must not be nil", name)
+	}
+	durations := []struct {
+		field string
+		d     *time.Duration
+		def   time.Duration
+	}{
+		{"Timeout", &opts.Timeout, DefaultTimeout},
+		{"WatchInterval", &opts.WatchInterval, DefaultWatchInterval},
+		{"CatchUpPause", &opts.CatchUpPause, DefaultCatchUpPause},
+		{"RetryInterval", &opts.RetryInterval, DefaultRetryInterval},
+	}
+	for _, f := range durations {
+		if *f.d < 0 {
+			return nil, fmt.Errorf("fusebox: replicate: breaker %q: Options.%s must not be negative, got %v", name, f.field, *f.d)
+		}
+		if *f.d == 0 {
+			*f.d = f.def
+		}
+	}
+	if opts.Manager != nil {
+		if held, ok := opts.Manager.Breaker(name); !ok || held != b {
+			return nil, fmt.Errorf("fusebox: replicate: breaker %q: Options.Manager does not hold this breaker", name)
+		}
+	}
+
+	rp := &Replicator{
+		p:       p,
+		rep:     r,
+		b:       b,
+		timeout: opts.Timeout,
+		watch:   opts.WatchInterval,
+		pause:   opts.CatchUpPause,
+		retry:   opts.RetryInterval,
+		kick:    make(chan struct{}, 1),
+		alert:   make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		drained: make(chan struct{}),
+	}
+	rp.ctx, rp.cancel = context.WithCancel(context.Background())
+	if opts.Manager != nil {
+		rp.events, rp.unsubscribe = opts.Manager.Subscribe(eventBuffer)
+	}
+	// Decided here, not in the goroutine: a key written after New
+	// returns is the live write's to send.
+	go rp.run(p.PendingCount() > 0)
+	return rp, nil
+}
+
+// Put stores value under key in the primary, marking the key pending in the
+// same write, then copies the key's current value to the replica through
+// the breaker. It returns an error only when the primary write failed (then
+// nothing was written); otherwise the Result says whether the replica
+// confirmed the write and, if not, why. A write the replica did not confirm
+// stays pending until catch-up delivers it.
+//
+// The replica call is bounded by Options.Timeout and by ctx. While the
+// breaker is open, Put returns as soon as the primary write is done. Put
+// does not keep value. After Close, Put returns ErrClosed and writes
+// nothing.
+func (r *Replicator) Put(ctx context.Context, key string, value []byte) (Result, error) {
+	if key == "" {
+		return Result{}, ErrEmptyKey
+	}
+	if err := r.enter(); err != nil {
+		return Result{}, err
+	}
+	defer r.ops.Done()
+	if err := r.p.Put(ctx, key, value); err != nil {
+		return Result{}, fmt.Errorf("fusebox: replicate: put %q: %w", key, err)
+	}
+	return r.replicate(ctx, key), nil
+}
+
+// Delete removes key from the primary, marking it pending in the same
+// write, and deletes it from the replica through the breaker, as Put does.
+// Deleting an absent key is a write like any other. After Close, Delete
+// returns ErrClosed and writes nothing.
+func (r *Replicator) Delete(ctx context.Context, key string) (Result, error) {
+	if key == "" {
+		return Result{}, ErrEmptyKey
+	}
+	if err := r.enter(); err != nil {
+		return Result{}, err
+	}
+	defer r.ops.Done()
+	if err := r.p.Delete(ctx, key); err != nil {
+		return Result{}, fmt.Errorf("fusebox: replicate: delete %q: %w", key, err)
+	}
+	return r.replicate(ctx, key), nil
+}
+
+// Get returns the value stored under key in the primary, and whether it
+// exists. It never reads the replica. After Close it returns ErrClosed.
+func (r *Replicator) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := r.enter(); err != nil {
+		return nil, false, err
+	}
+	defer r.ops.Done()
+	v, ok, err := r.p.Get(ctx, key)
+	if err != nil {
+		return nil, false, fmt.Errorf("fusebox: replicate: get %q: %w", key, err)
+	}
+	return v, ok, nil
+}
+
+// Pending returns how many keys the replica has not confirmed yet: the
+// pending marks in the primary.
+func (r *Replicator) Pending() int { return r.p.PendingCount() }
+
+// Wait returns nil once no key is pending, or ctx's error. It returns
+// ErrClosed if the Replicator is closed while keys are still pending. With
+// writes going on, the moment when no key is pending may never come.
+func (r *Replicator) Wait(ctx context.Context) error {
+	for {
+		r.drainedMu.Lock()
+		drained := r.drained
+		r.drainedMu.Unlock()
+		if r.p.PendingCount() == 0 {
+			return nil
+		}
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.done:
+			if r.p.PendingCount() == 0 {
+				return nil
+			}
+			return ErrClosed
+		}
+	}
+}
+
+// Close stops the Replicator: it cuts short the replica calls in flight
+// (their keys stay pending, and the breaker does not count them as
+// failures), waits for the Put, Delete and Get calls in progress to return,
+// stops the goroutine and ends the subscription to the manager's events. It
+// does not close the primary, the replica, the breaker or the manager.
+// Afterwards Put, Delete and Get return ErrClosed. Calling Close more than
+// once does nothing more; it always returns nil.
+func (r *Replicator) Close() error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.cancel()
+		r.ops.Wait()
+		<-r.done
+		if r.unsubscribe != nil {
+			r.unsubscribe()
+		}
+	})
+	return nil
+}
+
+// enter counts an operation in progress, unless the Replicator is closed.
+func (r *Replicator) enter() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.ops.Add(1)
+	return nil
+}
+
+// replicate copies key to the replica after a live write.
+func (r *Replicator) replicate(ctx context.Context, key string) Result {
+	// An open breaker declines without the key's lock or a context: a
+	// write then costs little more than the primary write.
+	if s := r.b.Snapshot(); s.Declines() {
+		r.raise(alertOpen)
+		return Result{Cause: s.Err()}
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	stop := context.AfterFunc(r.ctx, cancel)
+	res, _ := r.send(cctx, key, true)
+	stop()
+	cancel()
+	switch {
+	case res.Replicated:
+		if r.p.PendingCount() > 0 {
+			select {
+			case r.kick <- struct{}{}:
+			default:
+			}
+		}
+	case r.b.State() == breaker.Closed:
+		r.raise(alertFailed)
+	default:
+		r.raise(alertOpen)
+	}
+	return res
+}
+
+// raise tells the worker that a write was not confirmed, once per level
+// until the worker looks again.
+func (r *Replicator) raise(level int32) {
+	for {
+		cur := r.level.Load()
+		if cur >= level {
+			return
+		}
+		if r.level.CompareAndSwap(cur, level) {
+			select {
+			case r.alert <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// send copies the current value of key to the replica through the
+// breaker, holding the key's lock, and clears the key's pending mark if the
+// replica confirms and no newer write marked the key meanwhile. The value
+// is read under the lock, so copies of a key reach the replica in write
+// order.
+//
+// With wait, send waits for the key's lock until ctx is done; without it,
+// it gives up at once if the lock is taken. sent reports whether send made
+// the attempt: it is false when the lock was taken (without wait) or the
+// key turned out not to be pending (then Replicated is set: a newer copy
+// was confirmed).
+func (r *Replicator) send(ctx context.Context, key string, wait bool) (res Result, sent bool) {
+	kl, err := r.locks.lock(ctx, key, wait)
+	if kl == nil {
+		if err == nil {
+			return Result{}, false
+		}
+		if r.ctx.Err() != nil {
+			return Result{Cause: ErrClosed}, true
+		}
+		return Result{Cause: fmt.Errorf("fusebox: replicate: waiting for an earlier copy of %q: %w", key, err)}, true
+	}
+	defer r.locks.unlock(key, kl)
+
+	e, err := r.p.Lookup(ctx, key)
+	if err != nil {
+		return Result{Cause: fmt.Errorf("fusebox: replicate: read %q from the primary: %w", key, err)}, true
+	}
+	if !e.Pending() {
+		return Result{Replicated: true}, false
+	}
+	permit, err := r.b.Acquire(ctx)
+	if err != nil {
+		return Result{Cause: err}, true
+	}
+	released := false
+	defer func() {
+		if !released { // the replica panicked
+			permit.ReleaseOutcome(classify.Failure)
+		}
+	}()
+	if e.Found {
+		err = r.rep.Put(ctx, key, e.Value)
+	} else {
+		err = r.rep.Delete(ctx, key)
+	}
+	released = true
+	if err != nil {
+		if r.ctx.Err() != nil {
+			// Close cut the call short: that says nothing about the
+			// replica, whatever the breaker's classifier thinks of
+			// context.Canceled.
+			permit.ReleaseOutcome(classify.Ignore)
+			return Result{Cause: ErrClosed}, true
+		}
+		permit.Release(err)
+		return Result{Cause: err}, true
+	}
+	permit.Release(nil)
+	// The replica has the value: confirm even if ctx ends now. A failed
+	// confirmation leaves the mark, and catch-up sends the key again,
+	// which is harmless.
+	if cleared, err := r.p.Confirm(context.WithoutCancel(ctx), key, e.Seq); err == nil && cleared {
+		r.confirmed()
+	}
+	return Result{Replicated: true}, true
+}
+
+// confirmed wakes the callers of Wait if no key is pending any more.
+func (r *Replicator) confirmed() {
+	if r.p.PendingCount() != 0 {
+		return
+	}
+	r.drainedMu.Lock()
+	close(r.drained)
+	r.drained = make(chan struct{})
+	r.drainedMu.Unlock()
+}
