@@ -56,7 +56,7 @@ func openBreaker(t *testing.T) (*clock.Mock, *manager.Manager, *manager.Breaker)
 	p, err := b.Acquire(context.Background())
 	require.NoError(t, err)
 	p.Release(errors.New("boom"))
-	m.Sync() // the manager has handled the trip and armed the timer
+	m.Sync() // the manager has handled the trip
 	require.Equal(t, breaker.Open, b.State())
 	return mock, m, b
 }
