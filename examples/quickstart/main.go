@@ -95,6 +95,7 @@ func run(out io.Writer) (result, error) {
 
 	fmt.Fprintf(out, "%d callers call a flaky service every %v each, through the breaker %q.\n", callers, callEvery, b.Name())
 	fmt.Fprintf(out, "A call times out after %v; %d failures in a row trip the breaker.\n\n", callTimeout, tripAfter)
+	fmt.Fprintf(out, "%7s  %-7s  %-20s  %s\n", "time", "who", "transition", "cause, outcome")
 
 	start := time.Now()
 	tl := &timeline{out: out, start: start, entered: start}
@@ -246,30 +247,32 @@ func (tl *timeline) follow(events <-chan manager.Event, svc *service) {
 }
 
 func (tl *timeline) event(ev manager.Event) {
-	in := ev.At.Sub(tl.entered)
+	in := short(ev.At.Sub(tl.entered))
 	tl.entered = ev.At
-	var why string
 	t := ev.Transition
+	var why string
 	switch {
 	case ev.Cause == breaker.CauseTrip:
-		why = fmt.Sprintf("tripped: %d failures in a row", tripAfter)
+		why = fmt.Sprintf("%d failures in a row", tripAfter)
 	case ev.Cause == breaker.CauseTimer && t.From == breaker.Open:
-		why = fmt.Sprintf("the open period is over (open for %v)", short(in))
+		why = fmt.Sprintf("open for %v: the next call will be the probe", in)
 	case ev.Cause == breaker.CauseTimer:
-		why = fmt.Sprintf("the probe ran out of time (after %v)", short(in))
-	case t.To == breaker.Probing:
+		why = fmt.Sprintf("the probe ran out of time after %v", in)
+	case ev.Cause == breaker.CauseProbe && t.To == breaker.Probing:
 		tl.probes++
-		why = "one call goes through as the probe"
-	case t.To == breaker.Closed:
+		why = "one call goes through; the others are declined"
+	case ev.Cause == breaker.CauseProbe && t.To == breaker.Closed:
 		tl.probesSucceeded++
-		why = fmt.Sprintf("the probe succeeded (after %v): calls go through again", short(in))
-	case t.To == breaker.Open:
+		why = fmt.Sprintf("the probe succeeded after %v: calls go through again", in)
+	case ev.Cause == breaker.CauseProbe && t.To == breaker.Open:
 		tl.probesFailed++
-		why = fmt.Sprintf("the probe failed (after %v)", short(in))
-	default:
-		why = fmt.Sprintf("%v (%v)", ev.Cause, ev.Outcome)
+		why = fmt.Sprintf("the probe failed after %v", in)
 	}
-	tl.line(ev.At.Sub(tl.start), "breaker", fmt.Sprintf("%-22s %s", t.From.String()+" -> "+t.To.String(), why))
+	cause := ev.Cause.String()
+	if ev.Outcome != 0 {
+		cause += ", " + ev.Outcome.String()
+	}
+	tl.line(ev.At.Sub(tl.start), ev.Name, fmt.Sprintf("%-20s  %-14s  %s", t.From.String()+" -> "+t.To.String(), cause, why))
 }
 
 func (tl *timeline) line(at time.Duration, who, what string) {
