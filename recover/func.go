@@ -1,15 +1,16 @@
 package recover
 
 import (
-	"errors"
 	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
 )
 
 // Func returns a Recover built from two functions over a state of type S, so
 // that a policy can be written without type assertions. init returns the
 // first state (a nil init starts from S's zero value); timeout returns the
 // duration for c.Transition and the next state. A nil timeout makes Init
-// fail.
+// fail with a *breaker.ConfigError whose Field is "recover.Func.timeout".
 //
 // For example, a policy whose open periods and probe times double at every
 // transition, starting at one second:
@@ -27,11 +28,9 @@ type funcRecover[S any] struct {
 	timeout func(Context, S) (time.Duration, S)
 }
 
-var errNilTimeout = errors.New("recover.Func: the timeout function is nil")
-
 func (f funcRecover[S]) Init() (any, error) {
 	if f.timeout == nil {
-		return nil, errNilTimeout
+		return nil, breaker.Invalid("recover.Func.timeout", "must not be nil")
 	}
 	var s S
 	if f.init != nil {
