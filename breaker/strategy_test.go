@@ -128,6 +128,22 @@ func TestConsecutiveSequences(t *testing.T) {
 	}
 }
 
+func TestConsecutiveCount(t *testing.T) {
+	// The counter exposes its current run for diagnostics.
+	c := newCounter(t, breaker.Consecutive{Failures: 5})
+	counted, ok := c.(interface{ Count() int64 })
+	require.True(t, ok, "the Consecutive counter has a Count method")
+	for _, step := range []struct {
+		o    classify.Outcome
+		want int64
+	}{{F, 1}, {F, 2}, {I, 2}, {S, 0}, {F, 1}} {
+		c.Record(step.o, time.Time{})
+		assert.Equal(t, step.want, counted.Count(), "after %v", step.o)
+	}
+	c.Reset()
+	assert.Zero(t, counted.Count(), "after Reset")
+}
+
 func TestFailureRateSequences(t *testing.T) {
 	tests := []struct {
 		name string
