@@ -31,6 +31,14 @@ func caseTitle(g string) string {
 	return strings.Join(words, ", ")
 }
 
+// baselineTitle describes each operation of BenchmarkBaseline.
+var baselineTitle = map[string]string{
+	"atomic-add":  "atomic add (`atomic.Uint64.Add`, a LOCK-prefixed instruction on amd64)",
+	"atomic-load": "atomic load",
+	"mutex":       "uncontended `sync.Mutex` Lock and Unlock",
+	"time-now":    "`time.Now()`",
+}
+
 // libPath says which API of a library a column measures.
 var libPath = map[string]string{
 	"fusebox":             "`Breaker.Acquire` + `Permit.Release` (`Breaker.Do` in the Do case)",
@@ -90,6 +98,15 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	p("| date | %s, %s in all |\n", s.started.Format(time.DateTime+" MST"), s.elapsed)
 	p("| runs | %d of each benchmark; the suite runs in full once per round, so the runs of one benchmark are spread over the whole time |\n", s.count)
 	p("| load average (1, 5, 15 min) | %s before, %s after |\n\n", s.loadBefore, s.loadAfter)
+	if base := r.baselines(); len(base) > 0 {
+		p("What the machine's basic operations cost in the same run (`BenchmarkBaseline`, median\n")
+		p("ns/op): the side-by-side numbers are built from these.\n\n")
+		p("| operation | ns/op |\n|---|--:|\n")
+		for _, op := range base {
+			p("| %s | %s |\n", baselineTitle[op.op], r.cell(op.name, "ns/op", ns))
+		}
+		p("\n")
+	}
 	p("The command:\n\n```\n%s\n```\n\n", s.command)
 	p("It compiles the suite once in `bench/` (`go test -c`) and runs it once per round:\n\n```\n%s\n```\n\n", s.roundCmd)
 	p("Every number below is the median of the runs; *spread* is the largest distance of a run from\n")
@@ -226,7 +243,12 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	p("for every call adds its allocation to each. The scale benchmark trips each breaker with one\n")
 	p("call (`Consecutive{Failures: 1}`, `FailureRate{Rate: 0.5, Window: 100, MinCalls: 1}`; the size\n")
 	p("of a breaker does not depend on these numbers), and moves time with a mock clock that steps\n")
-	p("`Now` without sleeping: the manager handles every deadline due at `Now()` when `Sync` asks.\n\n")
+	p("`Now` without sleeping: the manager handles every deadline due at `Now()` when `Sync` asks.\n")
+	p("One untimed cycle runs first, so that the deadline heap has its steady size. Every probe is\n")
+	p("taken before any is released, with a `Sync` in between: a probe released while the manager\n")
+	p("is still recording its deadline can lose its outcome (the compare-and-swap of\n")
+	p("`breaker.Machine.EndProbe` fails against `Machine.SetUntil`, of the same generation, and is not\n")
+	p("retried), which would leave that breaker probing until its probe time ends.\n\n")
 
 	p("## Other benchmarks of the main module\n\n")
 	if len(s.extras) == 0 {

@@ -201,3 +201,16 @@ func (r *results) scaleRows() []scaleRow {
 	}
 	return rows
 }
+
+// baseline is one BenchmarkBaseline result: Baseline/op=NAME.
+type baseline struct{ name, op string }
+
+func (r *results) baselines() []baseline {
+	var out []baseline
+	for _, name := range r.order {
+		if op, ok := strings.CutPrefix(name, "Baseline/op="); ok {
+			out = append(out, baseline{name: name, op: op})
+		}
+	}
+	return out
+}

@@ -20,6 +20,7 @@ const sample = `goos: linux
 goarch: amd64
 pkg: github.com/fusebox-go/fusebox/bench
 cpu: Test CPU @ 1.00GHz
+BenchmarkBaseline/op=atomic-add-2	1000	        14.0 ns/op
 BenchmarkClosed/consecutive/serial/lib=fusebox-2         	1000	        10.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkClosed/consecutive/serial/lib=gobreaker-2       	1000	       200.0 ns/op	       0 B/op	       0 allocs/op
 BenchmarkClosed/consecutive/serial/lib=gobreaker-twostep-2	1000	       150.0 ns/op	      48 B/op	       1 allocs/op
@@ -60,11 +61,11 @@ func TestParse(t *testing.T) {
 	if r.cpu != "Test CPU @ 1.00GHz" || r.goos != "linux" || r.goarch != "amd64" || r.procs != 2 {
 		t.Errorf("headers: cpu %q goos %q goarch %q procs %d", r.cpu, r.goos, r.goarch, r.procs)
 	}
-	if len(r.order) != 8 {
-		t.Fatalf("read %d benchmarks, want 8: %q", len(r.order), r.order)
+	if len(r.order) != 9 {
+		t.Fatalf("read %d benchmarks, want 9: %q", len(r.order), r.order)
 	}
-	if r.order[0] != "Closed/consecutive/serial/lib=fusebox" {
-		t.Errorf("first name %q: the Benchmark prefix and -2 suffix should be gone", r.order[0])
+	if r.order[1] != "Closed/consecutive/serial/lib=fusebox" {
+		t.Errorf("second name %q: the Benchmark prefix and -2 suffix should be gone", r.order[1])
 	}
 	got := r.samples["Closed/consecutive/serial/lib=fusebox"]["ns/op"]
 	if fmt.Sprint(got) != "[10 12]" {
@@ -214,6 +215,7 @@ func TestReport(t *testing.T) {
 	md := string(report(r, machine{cpu: "Test CPU", cores: 2, goVer: "go1.26"}, s, "benchmarks.svg"))
 	for _, want := range []string{
 		"## Machine and command", "| CPU | Test CPU |", "bash bench/run.sh -count 6",
+		"| atomic add (`atomic.Uint64.Add`, a LOCK-prefixed instruction on amd64) | 14.0 |",
 		"## Targets", "| Do around return nil, serial: at most 0.15 of gobreaker's Execute | 0.250 (of gobreaker) | **FAIL** |",
 		"## Side by side", "![ns/op per case and library, log scale](benchmarks.svg)",
 		"| closed, consecutive, serial | fusebox | 11.0 | ±9% | 0 | 0 |",
