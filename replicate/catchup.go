@@ -42,7 +42,9 @@ func (r *Replicator) run(work bool) {
 			if !ok {
 				return
 			}
-			work = again
+			if work = again; work {
+				continue
+			}
 		}
 		select {
 		case <-r.ctx.Done():
