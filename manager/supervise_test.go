@@ -59,7 +59,11 @@ func (p *panicky) Timeout(_ recover.Context, state any) (time.Duration, any) {
 // superviseFixture is a manager on a mock clock whose log is kept.
 func superviseFixture(t *testing.T, opts manager.Options) (*manager.Manager, *clock.Mock, *logBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	return superviseFixtureWithLogs(t, &logBuffer{}, opts)
+}
+
+func superviseFixtureWithLogs(t *testing.T, logs *logBuffer, opts manager.Options) (*manager.Manager, *clock.Mock, *logBuffer) {
+	t.Helper()
 	mock := clock.NewMock()
 	opts.Clock = mock
 	opts.Logger = logs.logger()
