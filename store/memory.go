@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// Memory is a Store that shares breakers between the managers of one
+// process. It is the way to test and to demonstrate shared breakers without
+// Redis; it cannot share anything with another process.
+//
+// Its clock measures every period and lease; pass the managers' mock clock
+// in tests. Memory is safe for concurrent use.
+type Memory struct {
+	clk clock.Clock
+
+	mu       sync.Mutex
+	breakers map[string]*memBreaker
+	watchers map[*memWatcher]struct{}
+}
+
+type memBreaker struct {
+	failures   int64
+	failuresTo time.Time // when the run of failures is forgotten
+	openTo     time.Time
+	probe      string
+	probeTo    time.Time
+	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
+}
+
+type memWatcher struct {
+	ch chan Change
+}
+
+// watchBuffer is how many changes a slow watcher may fall behind before it
+// misses some (the managers' periodic resync repairs that).
+const watchBuffer = 1024
+
+// NewMemory returns an empty Memory store timed by clk; nil means the real
+// clock.
+func NewMemory(clk clock.Clock) *Memory {
+	if clk == nil {
+		clk = clock.New()
+	}
+	return &Memory{clk: clk, breakers: make(map[string]*memBreaker), watchers: make(map[*memWatcher]struct{})}
+}
+
+func (m *Memory) entry(name string) *memBreaker {
+	b := m.breakers[name]
+	if b == nil {
+		b = &memBreaker{}
+		m.breakers[name] = b
+	}
+	return b
+}
+
+func remaining(until, now time.Time) time.Duration {
+	if d := until.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// window adds calls and failures to the current bucket of p and returns the
+// window's totals.
+func (b *memBreaker) window(p Policy, now time.Time, calls, failures int64) (int64, int64) {
+	width := int64(p.BucketWidth())
+	idx := now.UnixNano() / width
+	if b.buckets == nil {
+		b.buckets = make(map[int64]*[2]int64)
+	}
+	if calls > 0 {
+		c := b.buckets[idx]
+		if c == nil {
+			c = new([2]int64)
+			b.buckets[idx] = c
+		}
+		c[0] += calls
+		c[1] += failures
+	}
+	var sumC, sumF int64
+	for i, c := range b.buckets {
+		if i <= idx-int64(p.Buckets) {
+			delete(b.buckets, i)
+			continue
+		}
+		sumC += c[0]
+		sumF += c[1]
+	}
+	return sumC, sumF
+}
+
+// RecordFailure implements Store.
+func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, successes int64) (Verdict, error) {
+	if err := ctx.Err(); err != nil {
+		return Verdict{}, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	var v Verdict
+	if p.Window() {
+		v.Calls, v.Failures = b.window(p, now, successes+1, 1)
+	} else {
+		if !now.Before(b.failuresTo) {
+			b.failures = 0
+		}
+		b.failures++
+		b.failuresTo = now.Add(DefaultFailureTTL)
+		v.Failures = b.failures
+	}
+	v.Open = remaining(b.openTo, now)
+	return v, nil
+}
+
+// RecordSuccess implements Store.
+func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	if p.Window() {
+		b.window(p, now, successes, 0)
+	} else {
+		b.failures = 0
+	}
+	return nil
+}
+
+// Open implements Store.
+func (m *Memory) Open(ctx context.Context, name string, period time.Duration) (time.Duration, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	if r := remaining(b.openTo, now); r > 0 {
+		return r, false, nil
+	}
+	b.openTo = now.Add(period)
+	m.publish(Change{Name: name, Kind: Opened, Open: period})
+	return period, true, nil
+}
+
+// AcquireProbe implements Store.
+func (m *Memory) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, Status, error) {
+	if err := ctx.Err(); err != nil {
+		return false, Status{}, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	st := Status{Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now)}
+	if st.Open > 0 || st.Probe > 0 {
+		return false, st, nil
+	}
+	b.probe, b.probeTo = token, now.Add(lease)
+	return true, Status{Probe: lease}, nil
+}
+
+// Resolve implements Store.
+func (m *Memory) Resolve(ctx context.Context, name, token string, o classify.Outcome, reopen time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	if b.probe != token || remaining(b.probeTo, now) == 0 {
+		return false, nil
+	}
+	b.probe, b.probeTo = "", time.Time{}
+	switch o {
+	case classify.Success:
+		b.openTo, b.failures, b.buckets = time.Time{}, 0, nil
+		m.publish(Change{Name: name, Kind: Closed})
+	case classify.Failure:
+		b.openTo = now.Add(reopen)
+		m.publish(Change{Name: name, Kind: Opened, Open: reopen})
+	default:
+		m.publish(Change{Name: name, Kind: Released})
+	}
+	return true, nil
+}
+
+// Status implements Store.
+func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Status, len(names))
+	for i, n := range names {
+		if b := m.breakers[n]; b != nil {
+			out[i] = Status{Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now)}
+		}
+	}
+	return out, nil
+}
+
+// Watch implements Store.
+func (m *Memory) Watch(ctx context.Context, fn func(Change)) error {
+	w := &memWatcher{ch: make(chan Change, watchBuffer)}
+	m.mu.Lock()
+	m.watchers[w] = struct{}{}
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.watchers, w)
+		m.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case c := <-w.ch:
+			fn(c)
+		}
+	}
+}
+
+// publish hands c to every watcher; m.mu is held. A watcher whose buffer is
+// full misses c.
+func (m *Memory) publish(c Change) {
+	for w := range m.watchers {
+		select {
+		case w.ch <- c:
+		default:
+		}
+	}
+}

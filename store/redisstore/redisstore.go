@@ -1,0 +1,318 @@
+// Package redisstore shares breakers between processes through Redis: a
+// breaker registered with a *Store in every replica of a service is one
+// breaker for the whole fleet.
+//
+// # Keys
+//
+// The keys of a breaker named N, under the default prefix "fusebox", share
+// the hash tag {N}, so they live in one slot of a Redis Cluster and every
+// script touches one slot:
+//
+//	fusebox:{N}:failures  the shared run of failures (consecutive policy), with an idle expiry
+//	fusebox:{N}:window    per-bucket calls and failures (window policy), bucketed by the server's clock
+//	fusebox:{N}:open      the open marker; its TTL is the remaining open period
+//	fusebox:{N}:probe     the probe lease; its value is the holder's token, its TTL the lease
+//
+// Changes are announced on the channel "fusebox:changes" as
+// "kind|milliseconds|name".
+//
+// Every event is one atomic script: a failure is counted and its expiry set
+// in one step; the open marker is set only if absent, so the first opener's
+// period stands; the probe lease is taken with SET NX PX; a probe's verdict
+// is applied only by the lease holder. Time is never read from a replica:
+// periods and leases are PX on write and PTTL on read.
+//
+// New works with a plain client (redis.NewClient), a Cluster client and a
+// failover client: anything that is a redis.UniversalClient.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configure a Store. The zero value is valid.
+type Options struct {
+	// Prefix begins every key and the changes channel. Zero means
+	// "fusebox". It must not contain '{' or '}', which would break the
+	// hash tags.
+	Prefix string
+	// FailureTTL is how long a run of consecutive failures is remembered
+	// after its last failure. Zero means store.DefaultFailureTTL.
+	FailureTTL time.Duration
+}
+
+// Store is a store.Store on Redis. It is safe for concurrent use. It does
+// not own the client: close the client yourself when done.
+type Store struct {
+	client  redis.UniversalClient
+	prefix  string
+	channel string
+	ttl     time.Duration
+	err     error // a configuration error, returned by every method
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on client. An invalid option (a nil client, a prefix
+// with braces, a negative FailureTTL) is reported by every method's error.
+func New(client redis.UniversalClient, opts Options) *Store {
+	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL}
+	if s.prefix == "" {
+		s.prefix = "fusebox"
+	}
+	if s.ttl == 0 {
+		s.ttl = store.DefaultFailureTTL
+	}
+	switch {
+	case client == nil:
+		s.err = errors.New("redisstore: the client is nil")
+	case strings.ContainsAny(s.prefix, "{}"):
+		s.err = fmt.Errorf("redisstore: Options.Prefix %q must not contain '{' or '}'", opts.Prefix)
+	case opts.FailureTTL < 0:
+		s.err = fmt.Errorf("redisstore: Options.FailureTTL must not be negative, got %v", opts.FailureTTL)
+	}
+	s.channel = s.prefix + ":changes"
+	return s
+}
+
+// Key returns the key of a breaker's field ("failures", "window", "open" or
+// "probe"), for inspection and tests.
+func (s *Store) Key(name, field string) string { return s.prefix + ":{" + name + "}:" + field }
+
+// Channel returns the name of the channel changes are published on.
+func (s *Store) Channel() string { return s.channel }
+
+func ms(d time.Duration) int64 {
+	m := d.Milliseconds()
+	if m < 1 {
+		m = 1
+	}
+	return m
+}
+
+func fromMS(v int64) time.Duration {
+	if v <= 0 {
+		return 0
+	}
+	return time.Duration(v) * time.Millisecond
+}
+
+func ints(v any, n int) ([]int64, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) != n {
+		return nil, fmt.Errorf("redisstore: unexpected script reply %v", v)
+	}
+	out := make([]int64, n)
+	for i, x := range list {
+		if out[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("redisstore: unexpected script reply %v", v)
+		}
+	}
+	return out, nil
+}
+
+func wrap(op, name string, err error) error {
+	return fmt.Errorf("redisstore: %s %q: %w", op, name, err)
+}
+
+// RecordFailure implements store.Store.
+func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, successes int64) (store.Verdict, error) {
+	if s.err != nil {
+		return store.Verdict{}, s.err
+	}
+	if p.Window() {
+		r, err := windowScript.Run(ctx, s.client, []string{s.Key(name, "window"), s.Key(name, "open")},
+			ms(p.BucketWidth()), p.Buckets, successes+1, 1).Result()
+		if err != nil {
+			return store.Verdict{}, wrap("record failure of", name, err)
+		}
+		v, err := ints(r, 3)
+		if err != nil {
+			return store.Verdict{}, err
+		}
+		return store.Verdict{Calls: v[0], Failures: v[1], Open: fromMS(v[2])}, nil
+	}
+	r, err := failureScript.Run(ctx, s.client, []string{s.Key(name, "failures"), s.Key(name, "open")}, ms(s.ttl)).Result()
+	if err != nil {
+		return store.Verdict{}, wrap("record failure of", name, err)
+	}
+	v, err := ints(r, 2)
+	if err != nil {
+		return store.Verdict{}, err
+	}
+	return store.Verdict{Failures: v[0], Open: fromMS(v[1])}, nil
+}
+
+// RecordSuccess implements store.Store.
+func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, successes int64) error {
+	if s.err != nil {
+		return s.err
+	}
+	if p.Window() {
+		if successes <= 0 {
+			return nil
+		}
+		err := windowScript.Run(ctx, s.client, []string{s.Key(name, "window"), s.Key(name, "open")},
+			ms(p.BucketWidth()), p.Buckets, successes, 0).Err()
+		if err != nil {
+			return wrap("record successes of", name, err)
+		}
+		return nil
+	}
+	if err := s.client.Del(ctx, s.Key(name, "failures")).Err(); err != nil {
+		return wrap("record success of", name, err)
+	}
+	return nil
+}
+
+// Open implements store.Store.
+func (s *Store) Open(ctx context.Context, name string, period time.Duration) (time.Duration, bool, error) {
+	if s.err != nil {
+		return 0, false, s.err
+	}
+	r, err := openScript.Run(ctx, s.client, []string{s.Key(name, "open")}, ms(period), s.channel, name).Result()
+	if err != nil {
+		return 0, false, wrap("open", name, err)
+	}
+	v, err := ints(r, 2)
+	if err != nil {
+		return 0, false, err
+	}
+	return fromMS(v[1]), v[0] == 1, nil
+}
+
+// AcquireProbe implements store.Store.
+func (s *Store) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, store.Status, error) {
+	if s.err != nil {
+		return false, store.Status{}, s.err
+	}
+	r, err := probeScript.Run(ctx, s.client, []string{s.Key(name, "open"), s.Key(name, "probe")}, token, ms(lease)).Result()
+	if err != nil {
+		return false, store.Status{}, wrap("acquire the probe of", name, err)
+	}
+	v, err := ints(r, 3)
+	if err != nil {
+		return false, store.Status{}, err
+	}
+	return v[0] == 1, store.Status{Open: fromMS(v[1]), Probe: fromMS(v[2])}, nil
+}
+
+// Resolve implements store.Store.
+func (s *Store) Resolve(ctx context.Context, name, token string, o classify.Outcome, reopen time.Duration) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	verdict := "i"
+	switch o {
+	case classify.Success:
+		verdict = "s"
+	case classify.Failure:
+		verdict = "f"
+	}
+	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window")}
+	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), s.channel, name).Int64()
+	if err != nil {
+		return false, wrap("resolve the probe of", name, err)
+	}
+	return r == 1, nil
+}
+
+// Status implements store.Store. It sends one pipeline; a Cluster client
+// splits it by node.
+func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	pipe := s.client.Pipeline()
+	open := make([]*redis.DurationCmd, len(names))
+	probe := make([]*redis.DurationCmd, len(names))
+	for i, n := range names {
+		open[i] = pipe.PTTL(ctx, s.Key(n, "open"))
+		probe[i] = pipe.PTTL(ctx, s.Key(n, "probe"))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("redisstore: status of %d breakers: %w", len(names), err)
+	}
+	out := make([]store.Status, len(names))
+	for i := range names {
+		out[i] = store.Status{Open: positive(open[i].Val()), Probe: positive(probe[i].Val())}
+	}
+	return out, nil
+}
+
+func positive(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// Watch implements store.Store with a subscription to the changes channel.
+func (s *Store) Watch(ctx context.Context, fn func(store.Change)) error {
+	if s.err != nil {
+		return s.err
+	}
+	sub := s.client.Subscribe(ctx, s.channel)
+	defer sub.Close()
+	// A blocked read does not watch ctx; closing the subscription ends it.
+	stop := context.AfterFunc(ctx, func() { sub.Close() })
+	defer stop()
+	if _, err := sub.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("redisstore: subscribe to %s: %w", s.channel, err)
+	}
+	for {
+		msg, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("redisstore: watch %s: %w", s.channel, err)
+		}
+		if c, ok := parseChange(msg.Payload); ok {
+			fn(c)
+		}
+	}
+}
+
+// parseChange reads "kind|milliseconds|name".
+func parseChange(p string) (store.Change, bool) {
+	kind, rest, ok := strings.Cut(p, "|")
+	if !ok {
+		return store.Change{}, false
+	}
+	num, name, ok := strings.Cut(rest, "|")
+	if !ok {
+		return store.Change{}, false
+	}
+	d, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return store.Change{}, false
+	}
+	c := store.Change{Name: name, Open: fromMS(d)}
+	switch kind {
+	case "opened":
+		c.Kind = store.Opened
+	case "closed":
+		c.Kind = store.Closed
+	case "released":
+		c.Kind = store.Released
+	default:
+		return store.Change{}, false
+	}
+	return c, true
+}

@@ -1,0 +1,34 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fusebox-go/fusebox/internal/redistest"
+	"github.com/fusebox-go/fusebox/store"
+	"github.com/fusebox-go/fusebox/store/redisstore"
+	"github.com/fusebox-go/fusebox/store/storetest"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestRedisConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := 0
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) store.Store {
+			prefix++ // a fresh key space per scenario
+			return redisstore.New(newClient(t, srv), redisstore.Options{Prefix: "t" + string(rune('a'+prefix))})
+		},
+		Advance: func(t *testing.T, d time.Duration) {},
+		Real:    true,
+	})
+}

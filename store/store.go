@@ -1,0 +1,223 @@
+// Package store is the port through which breakers share their state with
+// other processes, so that a fleet of replicas calling one service has one
+// breaker instead of one per replica.
+//
+// A breaker registered with a Store (manager.Config.Store) keeps its hot path
+// local: each manager mirrors the shared state in the breaker's own snapshot
+// and hears of changes through Store.Watch, with a periodic Store.Status
+// resync for anything missed. Only these events reach the store:
+//
+//   - a failure in the closed state (RecordFailure): its reply, the shared
+//     count, tells the process at once whether the breaker must open;
+//   - the first success after failures this process reported (RecordSuccess),
+//     which ends a run of consecutive failures, and, for window policies, the
+//     successes counted since the last report;
+//   - the opening (Open), set only if absent, so the first opener's period
+//     stands for everyone;
+//   - the probe: a lease that one process in the fleet wins (AcquireProbe),
+//     and the verdict on it (Resolve), applied only by the lease holder.
+//
+// Time comes from the store: an open period or a lease is a remaining
+// duration that the store counts down, never an instant computed on one
+// replica's clock.
+//
+// This package holds the port, the shared policies, and Memory, which shares
+// breakers between managers of one process. Package redisstore shares them
+// between processes through Redis.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+)
+
+// Store holds the shared state of breakers, by name. Implementations must be
+// safe for concurrent use; every method must honour ctx.
+type Store interface {
+	// RecordFailure records one failure of the breaker name under policy p,
+	// together with successes successes seen since this process last
+	// reported (window policies count them; a consecutive policy ignores
+	// them), and returns the verdict.
+	RecordFailure(ctx context.Context, name string, p Policy, successes int64) (Verdict, error)
+	// RecordSuccess reports successes: under a consecutive policy it ends
+	// the shared run of failures; under a window policy it adds the
+	// successes to the current bucket.
+	RecordSuccess(ctx context.Context, name string, p Policy, successes int64) error
+	// Open opens the breaker for period unless it is open already. It
+	// returns the remaining open period of the opening that stands, and
+	// whether it is this one.
+	Open(ctx context.Context, name string, period time.Duration) (remaining time.Duration, opened bool, err error)
+	// AcquireProbe takes the probe lease of the breaker for token, for
+	// lease long, unless the breaker is still open or another process holds
+	// the lease; then it returns false and the shared status, which says
+	// which and for how long.
+	AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, Status, error)
+	// Resolve applies the probe's outcome if token still holds the lease:
+	// Success closes the breaker (the open marker, the lease and the counts
+	// go), Failure opens it again for reopen, Ignore gives the lease back.
+	// It reports whether token held the lease.
+	Resolve(ctx context.Context, name, token string, o classify.Outcome, reopen time.Duration) (bool, error)
+	// Status returns the shared status of each of names, in order.
+	Status(ctx context.Context, names []string) ([]Status, error)
+	// Watch calls fn with every change any process makes, in order, until
+	// ctx is done (it then returns nil) or the connection to the store
+	// fails (it returns the error; call it again to resume). fn must not
+	// block.
+	Watch(ctx context.Context, fn func(Change)) error
+}
+
+// Policy is a breaker's strategy in the terms a store evaluates. Exactly one
+// of Failures and Rate is set.
+type Policy struct {
+	// Failures, when positive, trips the breaker when the shared run of
+	// failures, with no success reported in between, reaches Failures.
+	Failures int
+	// Rate, when positive, trips the breaker when over the last Period at
+	// least MinCalls calls were reported and failures/calls >= Rate. The
+	// period is counted in Buckets buckets.
+	Rate     float64
+	Period   time.Duration
+	Buckets  int
+	MinCalls int
+}
+
+// Window reports whether p is a rate-over-time policy.
+func (p Policy) Window() bool { return p.Rate > 0 }
+
+// Trips reports whether a verdict's counts trip a breaker under p.
+func (p Policy) Trips(v Verdict) bool {
+	if p.Window() {
+		return v.Calls >= int64(p.MinCalls) && v.Calls > 0 && float64(v.Failures) >= p.Rate*float64(v.Calls)
+	}
+	return v.Failures >= int64(p.Failures)
+}
+
+// BucketWidth returns the length of one bucket of a window policy.
+func (p Policy) BucketWidth() time.Duration { return p.Period / time.Duration(p.Buckets) }
+
+// Shareable is implemented by strategies, other than the built-in ones, that
+// can be evaluated by a store.
+type Shareable interface {
+	SharedPolicy() (Policy, error)
+}
+
+// ErrNotShareable is matched by the error PolicyOf returns for a strategy no
+// store can evaluate.
+var ErrNotShareable = errors.New("fusebox: strategy cannot be shared through a store")
+
+// PolicyOf returns the shared policy of a strategy: breaker.Consecutive and
+// breaker.TimeWindow can be shared, and any strategy implementing
+// Shareable. breaker.FailureRate cannot: its window of the last N calls
+// would need every call, healthy ones included, to reach the store.
+func PolicyOf(s breaker.Strategy) (Policy, error) {
+	if _, err := s.NewCounter(); err != nil {
+		return Policy{}, err
+	}
+	switch s := s.(type) {
+	case breaker.Consecutive:
+		return Policy{Failures: s.Failures}, nil
+	case breaker.TimeWindow:
+		b := s.Buckets
+		if b == 0 {
+			b = 10
+		}
+		return Policy{Rate: s.Rate, Period: s.Period, Buckets: b, MinCalls: s.MinCalls}, nil
+	case Shareable:
+		return s.SharedPolicy()
+	case breaker.FailureRate:
+		return Policy{}, fmt.Errorf("%w: breaker.FailureRate counts the last %d calls, which would take a store round trip for every call; use breaker.TimeWindow or breaker.Consecutive", ErrNotShareable, s.Window)
+	}
+	return Policy{}, fmt.Errorf("%w: %T implements neither a built-in policy nor store.Shareable", ErrNotShareable, s)
+}
+
+// Verdict is a store's answer to a reported failure.
+type Verdict struct {
+	// Failures is the shared run of failures (consecutive policy) or the
+	// failures in the window (window policy), this one included.
+	Failures int64
+	// Calls is the calls in the window (window policy only).
+	Calls int64
+	// Open is the remaining open period if the breaker is open in the
+	// store already; zero otherwise.
+	Open time.Duration
+}
+
+// Status is a breaker's shared state.
+type Status struct {
+	// Open is the remaining open period; zero when the breaker is not open.
+	Open time.Duration
+	// Probe is the remaining time of the probe lease; zero when no process
+	// holds it.
+	Probe time.Duration
+}
+
+// ChangeKind says what changed in a Change.
+type ChangeKind uint8
+
+const (
+	// Opened: the breaker was opened (or re-opened by a failed probe) for
+	// Change.Open.
+	Opened ChangeKind = iota + 1
+	// Closed: a probe succeeded and the breaker closed.
+	Closed
+	// Released: the probe lease was given back without a verdict.
+	Released
+)
+
+// String returns "opened", "closed" or "released".
+func (k ChangeKind) String() string {
+	switch k {
+	case Opened:
+		return "opened"
+	case Closed:
+		return "closed"
+	case Released:
+		return "released"
+	}
+	return fmt.Sprintf("change(%d)", uint8(k))
+}
+
+// Change is one change of a breaker's shared state, as Watch delivers it.
+type Change struct {
+	Name string
+	Kind ChangeKind
+	// Open is the open period set by an Opened change.
+	Open time.Duration
+}
+
+// Fallback says what a shared breaker does while its store cannot be
+// reached.
+type Fallback uint8
+
+const (
+	// FallbackLocal, the zero value, runs the breaker on its own local state
+	// machine, as if it were not shared, until the store answers again.
+	FallbackLocal Fallback = iota
+	// FailOpen lets every call through while the store cannot be reached:
+	// the breaker neither declines nor trips.
+	FailOpen
+	// FailClosed declines every call while the store cannot be reached.
+	FailClosed
+)
+
+// String returns "local", "fail_open" or "fail_closed".
+func (f Fallback) String() string {
+	switch f {
+	case FallbackLocal:
+		return "local"
+	case FailOpen:
+		return "fail_open"
+	case FailClosed:
+		return "fail_closed"
+	}
+	return fmt.Sprintf("fallback(%d)", uint8(f))
+}
+
+// DefaultFailureTTL is how long a shared run of consecutive failures is
+// remembered after the last failure, unless a store is configured otherwise.
+const DefaultFailureTTL = time.Minute

@@ -1,0 +1,384 @@
+// Package storetest is a conformance suite for implementations of
+// store.Store: the same scenarios run against the in-memory store and
+// against a real Redis, so both keep the same contract.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// Harness gives the suite a fresh store and a way to let time pass.
+type Harness struct {
+	// New returns an empty store for one test.
+	New func(t *testing.T) store.Store
+	// Advance lets d pass on the store's clock: a mock clock's Add, or, for
+	// a store that keeps real time, nothing (the suite then polls, bounded,
+	// until the expected state shows).
+	Advance func(t *testing.T, d time.Duration)
+	// Real is set for a store on the real clock: waits are polls bounded by
+	// the durations involved plus Slack.
+	Real  bool
+	Slack time.Duration
+}
+
+// Run runs every scenario as a subtest.
+func Run(t *testing.T, h Harness) {
+	if h.Slack == 0 {
+		h.Slack = 2 * time.Second
+	}
+	t.Run("ConsecutiveCountsAreNeverLost", func(t *testing.T) { consecutiveNoLoss(t, h) })
+	t.Run("SuccessEndsTheRun", func(t *testing.T) { successEndsRun(t, h) })
+	t.Run("FirstOpenerStands", func(t *testing.T) { firstOpener(t, h) })
+	t.Run("OneProbeLease", func(t *testing.T) { oneProbe(t, h) })
+	t.Run("VerdictOnlyFromTheHolder", func(t *testing.T) { verdicts(t, h) })
+	t.Run("WindowPolicy", func(t *testing.T) { window(t, h) })
+	t.Run("WatchDeliversChangesInOrder", func(t *testing.T) { watch(t, h) })
+}
+
+var consecutive = store.Policy{Failures: 1000}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// eventually polls cond until it holds or within has passed (plus the
+// harness's slack); on a mock clock cond must hold at once.
+func eventually(t *testing.T, h Harness, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !h.Real {
+		if !cond() {
+			t.Fatalf("%s: not so after advancing the clock", what)
+		}
+		return
+	}
+	deadline := time.Now().Add(within + h.Slack)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so within %v", what, within+h.Slack)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func status(t *testing.T, s store.Store, name string) store.Status {
+	t.Helper()
+	st, err := s.Status(ctx(t), []string{name})
+	if err != nil {
+		t.Fatalf("Status(%q): %v", name, err)
+	}
+	return st[0]
+}
+
+func consecutiveNoLoss(t *testing.T, h Harness) {
+	s := h.New(t)
+	const workers, each = 8, 125
+	counts := make(chan int64, workers*each)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for range each {
+				v, err := s.RecordFailure(ctx(t), "svc", consecutive, 0)
+				if err != nil {
+					t.Errorf("RecordFailure: %v", err)
+					return
+				}
+				counts <- v.Failures
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(counts)
+	var got []int64
+	for c := range counts {
+		got = append(got, c)
+	}
+	slices.Sort(got)
+	for i, c := range got {
+		if c != int64(i+1) {
+			t.Fatalf("concurrent failures returned counts %v...; want each of 1..%d exactly once (first gap at position %d: %d)", got[:min(len(got), 10)], workers*each, i, c)
+		}
+	}
+	if len(got) != workers*each {
+		t.Fatalf("got %d counts, want %d", len(got), workers*each)
+	}
+	if !consecutive.Trips(store.Verdict{Failures: got[len(got)-1]}) || consecutive.Trips(store.Verdict{Failures: got[len(got)-2]}) {
+		t.Fatalf("policy %+v: the %dth failure must be the first to trip", consecutive, consecutive.Failures)
+	}
+}
+
+func successEndsRun(t *testing.T, h Harness) {
+	s := h.New(t)
+	p := store.Policy{Failures: 3}
+	for i := 1; i <= 2; i++ {
+		v, err := s.RecordFailure(ctx(t), "svc", p, 0)
+		if err != nil || v.Failures != int64(i) {
+			t.Fatalf("failure %d: got %+v, %v; want count %d", i, v, err, i)
+		}
+	}
+	if err := s.RecordSuccess(ctx(t), "svc", p, 1); err != nil {
+		t.Fatalf("RecordSuccess: %v", err)
+	}
+	v, err := s.RecordFailure(ctx(t), "svc", p, 0)
+	if err != nil || v.Failures != 1 {
+		t.Fatalf("failure after a success: got %+v, %v; want count 1", v, err)
+	}
+	if other, err := s.RecordFailure(ctx(t), "other", p, 0); err != nil || other.Failures != 1 {
+		t.Fatalf("another breaker's count: got %+v, %v; want 1", other, err)
+	}
+}
+
+func firstOpener(t *testing.T, h Harness) {
+	s := h.New(t)
+	const period = 300 * time.Millisecond
+	r, opened, err := s.Open(ctx(t), "svc", period)
+	if err != nil || !opened || r != period {
+		t.Fatalf("first Open: got %v, %v, %v; want %v, true", r, opened, err, period)
+	}
+	r2, opened2, err := s.Open(ctx(t), "svc", 10*period)
+	if err != nil || opened2 || r2 <= 0 || r2 > period {
+		t.Fatalf("second Open: got %v, %v, %v; want the first period's remainder (<= %v), false", r2, opened2, err, period)
+	}
+	if st := status(t, s, "svc"); st.Open <= 0 || st.Open > period {
+		t.Fatalf("Status while open: %+v", st)
+	}
+	v, err := s.RecordFailure(ctx(t), "svc", store.Policy{Failures: 5}, 0)
+	if err != nil || v.Open <= 0 {
+		t.Fatalf("a failure while open must report the open period: %+v, %v", v, err)
+	}
+	h.Advance(t, period)
+	eventually(t, h, period, "the open marker expires", func() bool { return status(t, s, "svc").Open == 0 })
+	if _, opened, err := s.Open(ctx(t), "svc", period); err != nil || !opened {
+		t.Fatalf("Open after expiry: opened=%v err=%v; want a new opening", opened, err)
+	}
+}
+
+func oneProbe(t *testing.T, h Harness) {
+	s := h.New(t)
+	const period, lease = 200 * time.Millisecond, 400 * time.Millisecond
+	if _, _, err := s.Open(ctx(t), "svc", period); err != nil {
+		t.Fatal(err)
+	}
+	ok, st, err := s.AcquireProbe(ctx(t), "svc", "early", lease)
+	if err != nil || ok || st.Open <= 0 {
+		t.Fatalf("AcquireProbe while open: got %v, %+v, %v; want refused with the open period", ok, st, err)
+	}
+	h.Advance(t, period)
+	eventually(t, h, period, "the open period ends", func() bool { return status(t, s, "svc").Open == 0 })
+
+	const racers = 50
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	winners := 0
+	start := make(chan struct{})
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ok, st, err := s.AcquireProbe(ctx(t), "svc", fmt.Sprintf("t%d", i), lease)
+			if err != nil {
+				t.Errorf("AcquireProbe: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				winners++
+			} else if st.Probe <= 0 {
+				t.Errorf("a refused AcquireProbe must say how long the lease runs: %+v", st)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if winners != 1 {
+		t.Fatalf("%d racers won the probe lease; want exactly 1", winners)
+	}
+	h.Advance(t, lease)
+	eventually(t, h, lease, "the lease expires", func() bool { return status(t, s, "svc").Probe == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "next", lease); err != nil || !ok {
+		t.Fatalf("AcquireProbe after the lease expired: %v, %v; want it won", ok, err)
+	}
+}
+
+func verdicts(t *testing.T, h Harness) {
+	s := h.New(t)
+	const lease = 5 * time.Second
+	p := store.Policy{Failures: 3}
+	for range 2 {
+		if _, err := s.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "holder", lease); err != nil || !ok {
+		t.Fatalf("AcquireProbe: %v, %v", ok, err)
+	}
+	if applied, err := s.Resolve(ctx(t), "svc", "intruder", classify.Success, 0); err != nil || applied {
+		t.Fatalf("Resolve by a non-holder: applied=%v err=%v; want refused", applied, err)
+	}
+	if applied, err := s.Resolve(ctx(t), "svc", "holder", classify.Failure, time.Minute); err != nil || !applied {
+		t.Fatalf("Resolve failure by the holder: applied=%v err=%v", applied, err)
+	}
+	if st := status(t, s, "svc"); st.Open <= 50*time.Second || st.Probe != 0 {
+		t.Fatalf("after a failed probe: %+v; want open about a minute and no lease", st)
+	}
+	if applied, err := s.Resolve(ctx(t), "svc", "holder", classify.Success, 0); err != nil || applied {
+		t.Fatalf("a second verdict from the same token: applied=%v err=%v; want refused", applied, err)
+	}
+
+	// A probe released with Ignore gives the lease back.
+	s2 := h.New(t)
+	if ok, _, _ := s2.AcquireProbe(ctx(t), "svc", "a", lease); !ok {
+		t.Fatal("AcquireProbe a")
+	}
+	if applied, err := s2.Resolve(ctx(t), "svc", "a", classify.Ignore, 0); err != nil || !applied {
+		t.Fatalf("Resolve ignore: %v, %v", applied, err)
+	}
+	if ok, _, err := s2.AcquireProbe(ctx(t), "svc", "b", lease); err != nil || !ok {
+		t.Fatalf("AcquireProbe after an ignored probe: %v, %v; want it won", ok, err)
+	}
+	// A successful probe closes and clears the run of failures.
+	for range 2 {
+		if _, err := s2.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applied, err := s2.Resolve(ctx(t), "svc", "b", classify.Success, 0); err != nil || !applied {
+		t.Fatalf("Resolve success: %v, %v", applied, err)
+	}
+	if st := status(t, s2, "svc"); st != (store.Status{}) {
+		t.Fatalf("after a successful probe: %+v; want nothing open or leased", st)
+	}
+	if v, err := s2.RecordFailure(ctx(t), "svc", p, 0); err != nil || v.Failures != 1 {
+		t.Fatalf("first failure after closing: %+v, %v; want count 1", v, err)
+	}
+}
+
+func window(t *testing.T, h Harness) {
+	s := h.New(t)
+	p := store.Policy{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 10}
+	if err := s.RecordSuccess(ctx(t), "svc", p, 6); err != nil {
+		t.Fatal(err)
+	}
+	var v store.Verdict
+	var err error
+	for i := 1; i <= 5; i++ {
+		if v, err = s.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+			t.Fatal(err)
+		}
+		if v.Calls != int64(6+i) || v.Failures != int64(i) {
+			t.Fatalf("after %d failures and 6 successes: %+v", i, v)
+		}
+		want := i >= 6 // 6 of 12 would be needed
+		if p.Trips(v) != want {
+			t.Fatalf("after %d failures: Trips(%+v) = %v", i, v, p.Trips(v))
+		}
+	}
+	if v, err = s.RecordFailure(ctx(t), "svc", p, 1); err != nil {
+		t.Fatal(err)
+	}
+	if v.Calls != 13 || v.Failures != 6 || p.Trips(v) {
+		t.Fatalf("6 failures of 13 calls: %+v (trips %v); want not tripped", v, p.Trips(v))
+	}
+	if v, err = s.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Trips(v) {
+		t.Fatalf("7 failures of 14 calls: %+v; want tripped at rate 0.5", v)
+	}
+}
+
+func watch(t *testing.T, h Harness) {
+	s := h.New(t)
+	wctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan store.Change, 16)
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(wctx, func(c store.Change) { changes <- c }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch after cancel: %v; want nil", err)
+		}
+	}()
+	// The subscription may take a moment to be in place: open and close a
+	// breaker until its changes arrive, then check a scripted sequence.
+	deadline := time.Now().Add(5 * time.Second)
+	for attempt := 0; ; attempt++ {
+		ready := fmt.Sprintf("ready-%d", attempt)
+		if _, _, err := s.Open(ctx(t), ready, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case c := <-changes:
+			if !strings.HasPrefix(c.Name, "ready-") || c.Kind != store.Opened {
+				t.Fatalf("first change: %+v", c)
+			}
+		case <-time.After(50 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("Watch delivered nothing within 5s")
+			}
+			continue
+		}
+		break
+	}
+	const lease = time.Minute
+	if _, _, err := s.Open(ctx(t), "svc", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	s2 := "svc2"
+	if ok, _, err := s.AcquireProbe(ctx(t), s2, "x", lease); err != nil || !ok {
+		t.Fatal("AcquireProbe", ok, err)
+	}
+	if _, err := s.Resolve(ctx(t), s2, "x", classify.Success, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.AcquireProbe(ctx(t), s2, "y", lease); err != nil || !ok {
+		t.Fatal("AcquireProbe", ok, err)
+	}
+	if _, err := s.Resolve(ctx(t), s2, "y", classify.Failure, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := []store.Change{
+		{Name: "svc", Kind: store.Opened, Open: time.Hour},
+		{Name: s2, Kind: store.Closed},
+		{Name: s2, Kind: store.Opened, Open: 2 * time.Second},
+	}
+	next := func() (store.Change, bool) {
+		for {
+			select {
+			case c := <-changes:
+				if strings.HasPrefix(c.Name, "ready-") {
+					continue // a late answer to the readiness loop
+				}
+				return c, true
+			case <-time.After(5 * time.Second):
+				return store.Change{}, false
+			}
+		}
+	}
+	for i, w := range want {
+		c, ok := next()
+		if !ok {
+			t.Fatalf("change %d (%+v) not delivered within 5s", i, w)
+		}
+		if c != w {
+			t.Fatalf("change %d: got %+v, want %+v", i, c, w)
+		}
+	}
+}
