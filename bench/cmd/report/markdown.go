@@ -112,7 +112,8 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	p("Every number below is the median of the runs; *spread* is the largest distance of a run from\n")
 	p("the median. The machine is shared with other work, so a spread of more than a few percent\n")
 	p("means a run was disturbed; the medians resist that, the spread says how much there was. The\n")
-	p("raw output of every round is in `bench/results/latest.txt`; benchstat reads it:\n\n")
+	p("raw output of every round is kept, uncommitted, in `bench/results/latest.txt`; benchstat reads\n")
+	p("it:\n\n")
 	p("```\ngo run golang.org/x/perf/cmd/benchstat@latest -col /lib bench/results/latest.txt\n```\n\n")
 
 	p("## Targets\n\n")
@@ -244,11 +245,8 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	p("call (`Consecutive{Failures: 1}`, `FailureRate{Rate: 0.5, Window: 100, MinCalls: 1}`; the size\n")
 	p("of a breaker does not depend on these numbers), and moves time with a mock clock that steps\n")
 	p("`Now` without sleeping: the manager handles every deadline due at `Now()` when `Sync` asks.\n")
-	p("One untimed cycle runs first, so that the deadline heap has its steady size. Every probe is\n")
-	p("taken before any is released, with a `Sync` in between: a probe released while the manager\n")
-	p("is still recording its deadline can lose its outcome (the compare-and-swap of\n")
-	p("`breaker.Machine.EndProbe` fails against `Machine.SetUntil`, of the same generation, and is not\n")
-	p("retried), which would leave that breaker probing until its probe time ends.\n\n")
+	p("One untimed cycle runs first, so that the deadline heap has its steady size. Each probe is\n")
+	p("released as soon as it is taken, racing the manager as it records the probe's deadline.\n\n")
 
 	p("## Other benchmarks of the main module\n\n")
 	if len(s.extras) == 0 {
