@@ -1,0 +1,136 @@
+package replicate_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/replicate"
+	"github.com/fusebox-go/fusebox/replicate/boltstore"
+	"github.com/fusebox-go/fusebox/replicate/replicatetest"
+)
+
+// benchTimeout is the replica timeout of the benchmarks: short, so that
+// the benchmark of a hung replica without a breaker ends.
+const benchTimeout = 2 * time.Millisecond
+
+// benchKeys is how many distinct keys the benchmarks write, round robin.
+const benchKeys = 1024
+
+var benchKeyNames = func() []string {
+	k := make([]string, benchKeys)
+	for i := range k {
+		k[i] = "key-" + strconv.Itoa(i)
+	}
+	return k
+}()
+
+var benchValue = []byte("a value of some thirty-two bytes")
+
+// primaries are the Primaries the benchmarks run on.
+var primaries = []struct {
+	name string
+	open func(b *testing.B) replicate.Primary
+}{
+	{"memory", func(*testing.B) replicate.Primary { return replicate.NewMemory() }},
+	{"bolt", func(b *testing.B) replicate.Primary {
+		s, err := boltstore.Open(filepath.Join(b.TempDir(), "primary.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+}
+
+// BenchmarkPrimaryPut is a write to the primary alone: the floor for
+// Replicator.Put.
+func BenchmarkPrimaryPut(b *testing.B) {
+	for _, pr := range primaries {
+		b.Run(pr.name, func(b *testing.B) {
+			p := pr.open(b)
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := p.Put(ctx, benchKeyNames[i%benchKeys], benchValue); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkPut is Replicator.Put with a healthy replica, with a hung
+// replica behind an open breaker (the write must cost at most twice the
+// primary write), and with a hung replica behind a breaker that never
+// trips, so that every write waits the replica timeout (benchTimeout).
+func BenchmarkPut(b *testing.B) {
+	for _, pr := range primaries {
+		b.Run("healthy/"+pr.name, func(b *testing.B) {
+			r, _ := benchReplicator(b, pr.open(b), manager.Config{})
+			benchPut(b, r, true)
+		})
+		b.Run("hung-open-breaker/"+pr.name, func(b *testing.B) {
+			r, replica := benchReplicator(b, pr.open(b), manager.Config{
+				Strategy: breaker.Consecutive{Failures: 1},
+				Recover:  recover.BasicTimeout{Open: time.Hour},
+			})
+			replica.Hang()
+			res, err := r.Put(context.Background(), "trip", benchValue)
+			if err != nil || res.Replicated {
+				b.Fatalf("the write meant to trip the breaker: %+v, %v", res, err)
+			}
+			benchPut(b, r, false)
+		})
+	}
+	b.Run("hung-no-breaker/memory", func(b *testing.B) {
+		r, replica := benchReplicator(b, replicate.NewMemory(), manager.Config{
+			// A breaker that never trips stands for no breaker.
+			Classify: func(error) classify.Outcome { return classify.Ignore },
+		})
+		replica.Hang()
+		benchPut(b, r, false)
+	})
+}
+
+func benchReplicator(b *testing.B, p replicate.Primary, cfg manager.Config) (*replicate.Replicator, *replicatetest.Replica) {
+	b.Helper()
+	m := manager.Start(manager.Options{})
+	b.Cleanup(m.Stop)
+	br, err := m.Register("replica", cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	replica := replicatetest.NewReplica()
+	// Catch-up kept out of the way: the benchmarks measure the writes.
+	r, err := replicate.New(p, replica, br, replicate.Options{Timeout: benchTimeout, Manager: m, RetryInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	return r, replica
+}
+
+func benchPut(b *testing.B, r *replicate.Replicator, wantReplicated bool) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		res, err := r.Put(ctx, benchKeyNames[i%benchKeys], benchValue)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Replicated != wantReplicated {
+			b.Fatalf("write %d: replicated %v, want %v (cause %v)", i, res.Replicated, wantReplicated, res.Cause)
+		}
+		i++
+	}
+}
