@@ -58,7 +58,8 @@ func setup(t *testing.T, opts dashboard.Options) *fixture {
 	f.h, err = dashboard.New(f.m, opts)
 	require.NoError(t, err)
 	f.srv = httptest.NewServer(f.h)
-	// The server first, so that it does not wait for streams Close ends.
+	// Cleanups run last first: Close ends the event streams, so that the
+	// server does not wait for them.
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(f.h.Close)
 	return f
@@ -432,4 +433,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		_, err := dashboard.New(m, c.opts)
 		assert.ErrorContains(t, err, c.field, "%+v", c.opts)
 	}
+}
+
+func manager0Config() manager.Config { return manager.Config{} }
+
+func newPrefixMux(h http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/fusebox/", http.StripPrefix("/fusebox", h))
+	return mux
 }

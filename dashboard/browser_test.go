@@ -1,0 +1,192 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/dashboard"
+	"github.com/fusebox-go/fusebox/dashboard/internal/headless"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireChromium returns the browser's path. Without one the test skips,
+// or fails when FUSEBOX_REQUIRE_CHROMIUM=1 (as in CI).
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	exe, err := headless.Find()
+	if err != nil {
+		if os.Getenv("FUSEBOX_REQUIRE_CHROMIUM") == "1" {
+			t.Fatalf("FUSEBOX_REQUIRE_CHROMIUM=1: %v", err)
+		}
+		t.Skipf("skipping the browser test: %v", err)
+	}
+	return exe
+}
+
+// startBrowser starts Chromium and closes it when the test ends. Call it
+// after starting the servers, so that the browser goes first and the
+// servers do not wait for its event streams.
+func startBrowser(t *testing.T) *headless.Browser {
+	t.Helper()
+	exe := requireChromium(t)
+	br, err := headless.Start(context.Background(), headless.Options{ExecPath: exe, UserDataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(br.Close)
+	return br
+}
+
+// card is what the page shows for one breaker, read from the DOM.
+type card struct {
+	Name     string            `json:"name"`
+	State    string            `json:"state"`
+	Pill     string            `json:"pill"`
+	Colour   string            `json:"colour"`
+	Counters map[string]string `json:"counters"`
+	Log      []string          `json:"log"`
+	Buttons  []string          `json:"buttons"`
+}
+
+const readCards = `JSON.stringify(Array.from(document.querySelectorAll('#breakers .card')).map((c) => ({
+	name: c.querySelector('.name').textContent,
+	state: c.dataset.state,
+	pill: c.querySelector('.pill.state').textContent,
+	colour: getComputedStyle(c.querySelector('.pill.state')).backgroundColor,
+	counters: Object.fromEntries(Array.from(c.querySelectorAll('dd[data-counter]')).map((d) => [d.dataset.counter, d.textContent])),
+	log: Array.from(c.querySelectorAll('.log li')).map((li) => li.textContent),
+	buttons: Array.from(c.querySelectorAll('button')).map((b) => b.textContent),
+})))`
+
+func cards(t *testing.T, br *headless.Browser) map[string]card {
+	t.Helper()
+	raw, err := chromedp.Run(br.Ctx, chromedp.Evaluate[string](readCards))
+	require.NoError(t, err)
+	var list []card
+	require.NoError(t, json.Unmarshal([]byte(raw), &list), raw)
+	out := make(map[string]card, len(list))
+	for _, c := range list {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// waitFor polls a JavaScript condition in the page, for at most 10s.
+func waitFor(t *testing.T, br *headless.Browser, cond string) {
+	t.Helper()
+	_, err := chromedp.Run(br.Ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "waiting for %s", cond)
+}
+
+func stateOf(name string) string {
+	b, _ := json.Marshal(name)
+	return `(Array.from(document.querySelectorAll('#breakers .card')).find((c) => c.querySelector('.name').textContent === ` +
+		string(b) + `) || {dataset: {}}).dataset.state`
+}
+
+func TestBrowserShowsLiveBreakers(t *testing.T) {
+	f := setup(t, dashboard.Options{Actions: true, Title: "checkout"})
+	br := startBrowser(t)
+	const evilScript = `<script>alert(1)</script>`
+	const evilImg = `<img src=x onerror="alert(2)">`
+	for _, name := range []string{evilScript, evilImg} {
+		_, err := f.m.Register(name, manager0Config())
+		require.NoError(t, err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		require.NoError(t, f.pay.Do(ctx, succeed))
+	}
+	require.ErrorIs(t, f.pay.Do(ctx, fail), errDown)
+
+	require.NoError(t, chromedp.Do(br.Ctx, chromedp.Navigate(f.srv.URL+"/")))
+	waitFor(t, br, `Number(document.body.dataset.updates) >= 1`)
+	title, err := chromedp.Run(br.Ctx, chromedp.Title())
+	require.NoError(t, err)
+	assert.Equal(t, "checkout", title)
+
+	got := cards(t, br)
+	require.Len(t, got, 3)
+	pay := got["payments"]
+	assert.Equal(t, "closed", pay.State)
+	assert.Equal(t, "closed", pay.Pill)
+	assert.Equal(t, "rgb(22, 163, 74)", pay.Colour, "closed is green")
+	assert.Equal(t, map[string]string{
+		"calls": "4", "successes": "3", "failures": "1", "ignored": "0",
+		"declined": "0", "stale": "0", "dropped_events": "0", "missed_transitions": "0",
+	}, pay.Counters)
+	assert.Equal(t, []string{"Force open", "Reset"}, pay.Buttons)
+
+	// The page updates itself when the breaker trips: no reload.
+	_, err = chromedp.Run(br.Ctx, chromedp.Evaluate[any](`window.notReloaded = true`))
+	require.NoError(t, err)
+	require.ErrorIs(t, f.pay.Do(ctx, fail), errDown)
+	require.Equal(t, breaker.Open, f.pay.State())
+	waitFor(t, br, stateOf("payments")+` === 'open'`)
+	pay = cards(t, br)["payments"]
+	assert.Equal(t, "open", pay.Pill)
+	assert.Equal(t, "rgb(220, 38, 38)", pay.Colour, "open is red")
+	assert.Equal(t, "2", pay.Counters["failures"])
+	require.NotEmpty(t, pay.Log)
+	assert.Contains(t, pay.Log[0], "closed→open")
+	assert.Contains(t, pay.Log[0], "trip · failure")
+	still, err := chromedp.Run(br.Ctx, chromedp.Evaluate[bool](`window.notReloaded === true`))
+	require.NoError(t, err)
+	assert.True(t, still, "the page was not reloaded")
+
+	// The Reset button closes the breaker through the POST action, and the
+	// page shows it.
+	_, err = chromedp.Run(br.Ctx, chromedp.Evaluate[any](`Array.from(document.querySelectorAll('#breakers .card'))
+		.find((c) => c.querySelector('.name').textContent === 'payments').querySelector('button.reset').click()`))
+	require.NoError(t, err)
+	waitFor(t, br, stateOf("payments")+` === 'closed'`)
+	assert.Equal(t, breaker.Closed, f.pay.State())
+
+	// Names are text: shown as written, with no element made from them and
+	// no dialog opened.
+	got = cards(t, br)
+	assert.Equal(t, evilScript, got[evilScript].Name)
+	assert.Equal(t, evilImg, got[evilImg].Name)
+	counts, err := chromedp.Run(br.Ctx, chromedp.Evaluate[[]int](`[document.scripts.length, document.images.length, document.querySelectorAll('[onerror]').length]`))
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 0, 0}, counts, "scripts, images, elements with onerror")
+	assert.Empty(t, br.Dialogs(), "no alert or other dialog")
+	assert.Empty(t, br.Errors(), "no script error, blocked resource or failed request")
+}
+
+// Without Options.Actions the page has no buttons at all.
+func TestBrowserHasNoButtonsWithoutActions(t *testing.T) {
+	f := setup(t, dashboard.Options{})
+	br := startBrowser(t)
+	require.NoError(t, chromedp.Do(br.Ctx, chromedp.Navigate(f.srv.URL+"/")))
+	waitFor(t, br, `Number(document.body.dataset.updates) >= 1`)
+	pay := cards(t, br)["payments"]
+	assert.Equal(t, "closed", pay.State)
+	assert.Empty(t, pay.Buttons)
+	n, err := chromedp.Run(br.Ctx, chromedp.Evaluate[int](`document.querySelectorAll('button').length`))
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+	assert.Empty(t, br.Errors())
+}
+
+// The page works mounted under a path prefix, as the package doc shows.
+func TestBrowserUnderPrefix(t *testing.T) {
+	f := setup(t, dashboard.Options{})
+	srv := httptest.NewServer(newPrefixMux(f.h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(f.h.Close) // ends the page's stream before srv.Close waits for it
+	br := startBrowser(t)
+	require.NoError(t, chromedp.Do(br.Ctx, chromedp.Navigate(srv.URL+"/fusebox")))
+	waitFor(t, br, `Number(document.body.dataset.updates) >= 1`)
+	assert.Equal(t, "closed", cards(t, br)["payments"].State)
+	loc, err := chromedp.Run(br.Ctx, chromedp.Location())
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(loc, "/fusebox/"), loc)
+	assert.Empty(t, br.Errors())
+}
