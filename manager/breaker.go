@@ -255,8 +255,10 @@ func (b *Breaker) ForceOpen() error {
 }
 
 // Reset closes the breaker, whatever its state (a forced-open one included),
-// and clears its strategy's counts. A permit granted before the reset
-// becomes stale. It returns ErrStopped once the manager has stopped.
+// and clears its strategy's counts. Resetting a breaker that is not closed
+// is a transition, and a permit granted before it becomes stale; resetting
+// a closed breaker only clears the counts, and permits already granted
+// still count. It returns ErrStopped once the manager has stopped.
 func (b *Breaker) Reset() error {
 	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
 	if ok {

@@ -105,3 +105,23 @@ func TestForceOpenIsPerBreaker(t *testing.T) {
 	require.NoError(t, b.Reset())
 	requireState(t, a, breaker.Open, "after b was reset")
 }
+
+// Resetting a closed breaker clears its count but makes no transition:
+// permits granted before it still count toward the strategy.
+func TestResetClosedKeepsPermitsCurrent(t *testing.T) {
+	m, _ := startMock(t)
+	b := register(t, m, "b", manager.Config{Strategy: breaker.Consecutive{Failures: 2}})
+	events, unsubscribe := m.Subscribe(4)
+	defer unsubscribe()
+	p, err := b.Acquire(context.Background())
+	require.NoError(t, err)
+	fail(t, b, 1)
+	require.NoError(t, b.Reset())
+	m.Sync()
+	assert.Empty(t, drain(events), "no transition")
+	p.Release(errBoom)
+	assert.Zero(t, b.Stats().Stale)
+	requireState(t, b, breaker.Closed, "one failure after the reset")
+	fail(t, b, 1)
+	requireState(t, b, breaker.Open, "the permit from before the reset counted")
+}
