@@ -52,6 +52,8 @@ type card struct {
 	Counters map[string]string `json:"counters"`
 	Log      []string          `json:"log"`
 	Buttons  []string          `json:"buttons"`
+	// Forced is whether the "forced" badge is visible.
+	Forced bool `json:"forced"`
 }
 
 const readCards = `JSON.stringify(Array.from(document.querySelectorAll('#breakers .card')).map((c) => ({
@@ -62,6 +64,7 @@ const readCards = `JSON.stringify(Array.from(document.querySelectorAll('#breaker
 	counters: Object.fromEntries(Array.from(c.querySelectorAll('dd[data-counter]')).map((d) => [d.dataset.counter, d.textContent])),
 	log: Array.from(c.querySelectorAll('.log li')).map((li) => li.textContent),
 	buttons: Array.from(c.querySelectorAll('button')).map((b) => b.textContent),
+	forced: c.querySelector('.pill.forced').checkVisibility(),
 })))`
 
 func cards(t *testing.T, br *headless.Browser) map[string]card {
@@ -122,6 +125,7 @@ func TestBrowserShowsLiveBreakers(t *testing.T) {
 		"declined": "0", "stale": "0", "dropped_events": "0", "missed_transitions": "0",
 	}, pay.Counters)
 	assert.Equal(t, []string{"Force open", "Reset"}, pay.Buttons)
+	assert.False(t, pay.Forced, "no forced badge")
 
 	// The page updates itself when the breaker trips: no reload.
 	_, err = chromedp.Run(br.Ctx, chromedp.Evaluate[any](`window.notReloaded = true`))
@@ -140,6 +144,11 @@ func TestBrowserShowsLiveBreakers(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, still, "the page was not reloaded")
 
+	// Forced open by hand: the badge shows.
+	require.NoError(t, f.pay.ForceOpen())
+	waitFor(t, br, `Array.from(document.querySelectorAll('.pill.forced')).some((p) => p.checkVisibility())`)
+	assert.True(t, cards(t, br)["payments"].Forced)
+
 	// The Reset button closes the breaker through the POST action, and the
 	// page shows it.
 	_, err = chromedp.Run(br.Ctx, chromedp.Evaluate[any](`Array.from(document.querySelectorAll('#breakers .card'))
@@ -147,6 +156,7 @@ func TestBrowserShowsLiveBreakers(t *testing.T) {
 	require.NoError(t, err)
 	waitFor(t, br, stateOf("payments")+` === 'closed'`)
 	assert.Equal(t, breaker.Closed, f.pay.State())
+	assert.False(t, cards(t, br)["payments"].Forced, "the badge goes with the reset")
 
 	// Names are text: shown as written, with no element made from them and
 	// no dialog opened.

@@ -21,7 +21,7 @@
     ['ignored', 'ignored', 'Calls released as ignored (for example canceled)'],
     ['declined', 'declined', 'Calls declined while open or probing'],
     ['stale', 'stale', 'Releases of permits granted before the breaker last changed state'],
-    ['dropped_events', 'dropped ev.', 'Events of this breaker that a subscriber of the manager lost to a full buffer'],
+    ['dropped_events', 'dropped', 'Events of this breaker that a subscriber of the manager lost to a full buffer'],
     ['missed_transitions', 'missed', 'Transitions this page did not see because its event buffer was full'],
   ];
 
@@ -174,7 +174,10 @@
     }
     c.since.textContent = since;
     c.since.title = 'since ' + b.since;
-    for (const [key] of COUNTERS) c.counters[key].textContent = String(b[key]);
+    for (const [key] of COUNTERS) {
+      c.counters[key].textContent = String(b[key]);
+      c.counters[key].classList.toggle('zero', b[key] === 0);
+    }
     renderTimeline(c, b, now);
     if (actions && !c.actions) addActions(c);
     if (c.actions) {
