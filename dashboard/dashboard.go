@@ -240,8 +240,8 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// action serves a POST that applies do to the breaker named by the form
-// value "breaker".
+// action serves a POST that applies do to the breaker named by the value
+// "breaker" of the form body or, failing that, of the query.
 func (h *Handler) action(do func(*manager.Breaker) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get(TokenHeader)
@@ -250,7 +250,7 @@ func (h *Handler) action(do func(*manager.Breaker) error) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		name := r.PostFormValue("breaker")
+		name := r.FormValue("breaker")
 		b, ok := h.m.Breaker(name)
 		if !ok {
 			http.Error(w, fmt.Sprintf("fusebox dashboard: no breaker named %q", name), http.StatusNotFound)

@@ -17,8 +17,8 @@
 //	GET  /                 the page
 //	GET  /api/status       the Status as JSON
 //	GET  /api/events       a text/event-stream of "status" events, each a Status as JSON
-//	POST /api/force-open   form value breaker=NAME: Breaker.ForceOpen (only with Options.Actions)
-//	POST /api/reset        form value breaker=NAME: Breaker.Reset (only with Options.Actions)
+//	POST /api/force-open   breaker=NAME (form body or query): Breaker.ForceOpen (only with Options.Actions)
+//	POST /api/reset        breaker=NAME (form body or query): Breaker.Reset (only with Options.Actions)
 //
 // # Security
 //
