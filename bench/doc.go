@@ -26,6 +26,10 @@
 //
 // Each runs on one goroutine (serial) and with b.RunParallel (parallel).
 //
+// BenchmarkBaseline measures what the machine's atomic add, atomic load,
+// uncontended mutex and time.Now cost, the operations the libraries are
+// built from.
+//
 // BenchmarkScale measures fusebox alone: the manager's time per transition
 // while 1,000, 10,000 or 100,000 breakers trip, wait out their open period,
 // probe and close, and the heap each registered breaker takes.
