@@ -309,3 +309,37 @@ func TestFormatting(t *testing.T) {
 		t.Errorf("quoteArgs = %q", got)
 	}
 }
+
+func TestRunExtra(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a module")
+	}
+	dir := t.TempDir()
+	write := func(path, text string) {
+		t.Helper()
+		p := filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/extra\n\ngo 1.22\n")
+	write("replicate/r_test.go", "package replicate\n\nimport \"testing\"\n\nfunc BenchmarkPut(b *testing.B) {\n\tfor b.Loop() {\n\t}\n}\n")
+	write("store/s_test.go", "package store\n\nimport \"testing\"\n\nfunc BenchmarkGet(b *testing.B) { undefined() }\n")
+	var log bytes.Buffer
+
+	e := runExtra(dir, "replicate", &log)
+	if e.note != "" || !strings.Contains(e.output, "BenchmarkPut") || !strings.Contains(e.output, "ns/op") {
+		t.Errorf("replicate: note %q, output:\n%s", e.note, e.output)
+	}
+	e = runExtra(dir, "store", &log)
+	if !strings.Contains(e.note, "failed") || !strings.Contains(e.output, "undefined") {
+		t.Errorf("store, which does not compile: note %q, output:\n%s", e.note, e.output)
+	}
+	e = runExtra(dir, "absent", &log)
+	if e.output != "" || !strings.Contains(e.note, "No benchmarks in ./absent/...") {
+		t.Errorf("absent: note %q, output %q", e.note, e.output)
+	}
+}
