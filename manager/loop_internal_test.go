@@ -287,3 +287,22 @@ func TestArm(t *testing.T) {
 	default:
 	}
 }
+
+// After a burst of deadlines has run, the heap gives its memory back.
+func TestRunDueShrinksTheHeap(t *testing.T) {
+	m, mock := loopless(t)
+	b := registerLoopless(t, m, "b", Config{})
+	now := mock.Now()
+	for i := range 5000 {
+		// Generation 0 never matches: every deadline is stale.
+		m.timers.push(deadline{at: now.Add(time.Duration(i+1) * time.Microsecond).UnixNano(), b: b})
+	}
+	m.timers.push(deadline{at: now.Add(time.Hour).UnixNano(), b: b})
+	big := cap(m.timers)
+	mock.Add(time.Second)
+	m.runDue()
+	require.Len(t, m.timers, 1)
+	assert.Less(t, cap(m.timers), big/4, "the heap's backing array shrinks")
+	assert.Equal(t, now.Add(time.Hour).UnixNano(), m.timers[0].at)
+	assert.Equal(t, breaker.Closed, b.State())
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,4 +304,58 @@ func TestBreakersInRegistrationOrder(t *testing.T) {
 	assert.Equal(t, names, got)
 	_, ok := m.Breaker("missing")
 	assert.False(t, ok)
+}
+
+// nilCounter is a Strategy whose NewCounter forgets to return a Counter.
+type nilCounter struct{}
+
+func (nilCounter) NewCounter() (breaker.Counter, error) { return nil, nil }
+
+// totalFailures is a custom Strategy: it trips on the Limit-th failure since
+// the breaker closed, successes or not.
+type totalFailures struct{ Limit int32 }
+
+type totalCounter struct {
+	n     atomic.Int32
+	limit int32
+}
+
+func (s totalFailures) NewCounter() (breaker.Counter, error) {
+	return &totalCounter{limit: s.Limit}, nil
+}
+
+func (c *totalCounter) Record(o classify.Outcome, _ time.Time) bool {
+	return o == classify.Failure && c.n.Add(1) == c.limit
+}
+func (c *totalCounter) Reset()          { c.n.Store(0) }
+func (c *totalCounter) UsesClock() bool { return false }
+
+func TestRegisterNilCounter(t *testing.T) {
+	m, _ := startMock(t)
+	_, err := m.Register("nil-counter", manager.Config{Strategy: nilCounter{}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"nil-counter"`)
+	assert.Contains(t, err.Error(), "Config.Strategy")
+}
+
+// A Strategy of the user's own works through the manager, and its counter
+// is cleared when the breaker closes again.
+func TestCustomStrategy(t *testing.T) {
+	m, mock := startMock(t)
+	b := register(t, m, "custom", manager.Config{
+		Strategy: totalFailures{Limit: 3},
+		Recover:  recover.BasicTimeout{Open: time.Second},
+	})
+	for range 2 {
+		release(t, b, errBoom)
+		release(t, b, nil)
+	}
+	requireState(t, b, breaker.Closed, "after two failures")
+	release(t, b, errBoom)
+	requireState(t, b, breaker.Open, "after the third failure in all")
+	advance(m, mock, time.Second)
+	probe(t, b).Release(nil)
+	release(t, b, errBoom)
+	release(t, b, errBoom)
+	requireState(t, b, breaker.Closed, "the count starts again after recovery")
 }
