@@ -16,9 +16,13 @@ import (
 	"github.com/fusebox-go/fusebox/replicate/replicatetest"
 )
 
-// benchTimeout is the replica timeout of the benchmarks: short, so that
-// the benchmark of a hung replica without a breaker ends.
-const benchTimeout = 2 * time.Millisecond
+// hungTimeout is the replica timeout of the benchmark of a hung replica
+// without a breaker: short, so that it ends. The others use one long
+// enough that a busy machine does not make a healthy call time out.
+const (
+	hungTimeout = 2 * time.Millisecond
+	longTimeout = 10 * time.Second
+)
 
 // benchKeys is how many distinct keys the benchmarks write, round robin.
 const benchKeys = 1024
@@ -71,15 +75,15 @@ func BenchmarkPrimaryPut(b *testing.B) {
 // BenchmarkPut is Replicator.Put with a healthy replica, with a hung
 // replica behind an open breaker (the write must cost at most twice the
 // primary write), and with a hung replica behind a breaker that never
-// trips, so that every write waits the replica timeout (benchTimeout).
+// trips, so that every write waits the replica timeout (hungTimeout).
 func BenchmarkPut(b *testing.B) {
 	for _, pr := range primaries {
 		b.Run("healthy/"+pr.name, func(b *testing.B) {
-			r, _ := benchReplicator(b, pr.open(b), manager.Config{})
+			r, _ := benchReplicator(b, pr.open(b), longTimeout, manager.Config{})
 			benchPut(b, r, true)
 		})
 		b.Run("hung-open-breaker/"+pr.name, func(b *testing.B) {
-			r, replica := benchReplicator(b, pr.open(b), manager.Config{
+			r, replica := benchReplicator(b, pr.open(b), longTimeout, manager.Config{
 				Strategy: breaker.Consecutive{Failures: 1},
 				Recover:  recover.BasicTimeout{Open: time.Hour},
 			})
@@ -92,7 +96,7 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 	b.Run("hung-no-breaker/memory", func(b *testing.B) {
-		r, replica := benchReplicator(b, replicate.NewMemory(), manager.Config{
+		r, replica := benchReplicator(b, replicate.NewMemory(), hungTimeout, manager.Config{
 			// A breaker that never trips stands for no breaker.
 			Classify: func(error) classify.Outcome { return classify.Ignore },
 		})
@@ -101,7 +105,7 @@ func BenchmarkPut(b *testing.B) {
 	})
 }
 
-func benchReplicator(b *testing.B, p replicate.Primary, cfg manager.Config) (*replicate.Replicator, *replicatetest.Replica) {
+func benchReplicator(b *testing.B, p replicate.Primary, timeout time.Duration, cfg manager.Config) (*replicate.Replicator, *replicatetest.Replica) {
 	b.Helper()
 	m := manager.Start(manager.Options{})
 	b.Cleanup(m.Stop)
@@ -111,7 +115,7 @@ func benchReplicator(b *testing.B, p replicate.Primary, cfg manager.Config) (*re
 	}
 	replica := replicatetest.NewReplica()
 	// Catch-up kept out of the way: the benchmarks measure the writes.
-	r, err := replicate.New(p, replica, br, replicate.Options{Timeout: benchTimeout, Manager: m, RetryInterval: time.Hour})
+	r, err := replicate.New(p, replica, br, replicate.Options{Timeout: timeout, Manager: m, RetryInterval: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -104,11 +104,14 @@ type Replicator struct {
 
 	// Close cancels ctx, which cuts short every replica call in flight,
 	// then waits for the operations counted in ops and for the worker.
+	// ops counts the Put, Delete and Get calls in progress in its low
+	// bits; Close sets the closing bit, and the last call to leave after
+	// that closes idle.
 	ctx       context.Context
 	cancel    context.CancelFunc
-	mu        sync.RWMutex // guards closed against ops.Add
-	closed    bool
-	ops       sync.WaitGroup
+	ops       atomic.Int64
+	idle      chan struct{}
+	idleOnce  sync.Once
 	closeOnce sync.Once
 
 	// The worker's inputs.
@@ -178,6 +181,7 @@ func New(p Primary, r Replica, b *manager.Breaker, opts Options) (*Replicator, e
 		kick:    make(chan struct{}, 1),
 		alert:   make(chan struct{}, 1),
 		done:    make(chan struct{}),
+		idle:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}
 	rp.ctx, rp.cancel = context.WithCancel(context.Background())
@@ -208,7 +212,7 @@ func (r *Replicator) Put(ctx context.Context, key string, value []byte) (Result,
 	if err := r.enter(); err != nil {
 		return Result{}, err
 	}
-	defer r.ops.Done()
+	defer r.leave()
 	if err := r.p.Put(ctx, key, value); err != nil {
 		return Result{}, fmt.Errorf("fusebox: replicate: put %q: %w", key, err)
 	}
@@ -226,7 +230,7 @@ func (r *Replicator) Delete(ctx context.Context, key string) (Result, error) {
 	if err := r.enter(); err != nil {
 		return Result{}, err
 	}
-	defer r.ops.Done()
+	defer r.leave()
 	if err := r.p.Delete(ctx, key); err != nil {
 		return Result{}, fmt.Errorf("fusebox: replicate: delete %q: %w", key, err)
 	}
@@ -239,7 +243,7 @@ func (r *Replicator) Get(ctx context.Context, key string) ([]byte, bool, error) 
 	if err := r.enter(); err != nil {
 		return nil, false, err
 	}
-	defer r.ops.Done()
+	defer r.leave()
 	v, ok, err := r.p.Get(ctx, key)
 	if err != nil {
 		return nil, false, fmt.Errorf("fusebox: replicate: get %q: %w", key, err)
@@ -284,11 +288,11 @@ func (r *Replicator) Wait(ctx context.Context) error {
 // once does nothing more; it always returns nil.
 func (r *Replicator) Close() error {
 	r.closeOnce.Do(func() {
-		r.mu.Lock()
-		r.closed = true
-		r.mu.Unlock()
+		inFlight := r.ops.Add(closing) != closing
 		r.cancel()
-		r.ops.Wait()
+		if inFlight {
+			<-r.idle
+		}
 		<-r.done
 		if r.unsubscribe != nil {
 			r.unsubscribe()
@@ -297,15 +301,23 @@ func (r *Replicator) Close() error {
 	return nil
 }
 
-// enter counts an operation in progress, unless the Replicator is closed.
+// closing is the bit of Replicator.ops that Close sets.
+const closing = 1 << 62
+
+// enter counts an operation in progress, unless the Replicator is closed;
+// leave ends it.
 func (r *Replicator) enter() error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.closed {
+	if r.ops.Add(1)&closing != 0 {
+		r.leave()
 		return ErrClosed
 	}
-	r.ops.Add(1)
 	return nil
+}
+
+func (r *Replicator) leave() {
+	if r.ops.Add(-1) == closing {
+		r.idleOnce.Do(func() { close(r.idle) })
+	}
 }
 
 // replicate copies key to the replica after a live write.
