@@ -13,6 +13,7 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/dashboard"
 	"github.com/fusebox-go/fusebox/dashboard/internal/headless"
+	"github.com/fusebox-go/fusebox/manager"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -99,7 +100,7 @@ func TestBrowserShowsLiveBreakers(t *testing.T) {
 	const evilScript = `<script>alert(1)</script>`
 	const evilImg = `<img src=x onerror="alert(2)">`
 	for _, name := range []string{evilScript, evilImg} {
-		_, err := f.m.Register(name, manager0Config())
+		_, err := f.m.Register(name, manager.Config{})
 		require.NoError(t, err)
 	}
 	ctx := context.Background()

@@ -435,8 +435,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
-func manager0Config() manager.Config { return manager.Config{} }
-
 func newPrefixMux(h http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/fusebox/", http.StripPrefix("/fusebox", h))

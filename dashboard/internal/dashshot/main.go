@@ -68,13 +68,10 @@ func run(out string, width int) error {
 	defer br.Close()
 	ctx, cancel := context.WithTimeout(br.Ctx, 30*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`Number(document.body.dataset.updates) >= 1`)(ctx, t)
-			return err
-		}),
-	); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		return err
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`Number(document.body.dataset.updates) >= 1`)); err != nil {
 		return err
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
