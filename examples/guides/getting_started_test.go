@@ -51,7 +51,7 @@ func gsFirstBreaker(ctx context.Context, order Order, charge func(context.Contex
 			// it is zero, is when the breaker lets a trial call through.
 			log.Printf("payments declined the call (%v): %v", open.State, err)
 		case err != nil:
-			// charge ran and failed; the breaker counted the failure.
+			// charge failed (the breaker counted it), or the manager has stopped (manager.ErrStopped).
 		}
 	}
 	return err
