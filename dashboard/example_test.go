@@ -22,7 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	h, err := dashboard.New(m, dashboard.Options{})
+	h, err := dashboard.New(m, dashboard.Options{Title: "checkout"})
 	if err != nil {
 		log.Fatal(err)
 	}

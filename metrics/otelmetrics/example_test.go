@@ -56,3 +56,18 @@ func Example() {
 	// closed -> open: 1
 	// open -> closed: 1
 }
+
+// In a program, the provider's reader is usually a periodic reader with an
+// exporter; the adapter does not care which.
+func Example_provider() {
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer provider.Shutdown(context.Background())
+
+	reg, err := otelmetrics.Register(m, provider.Meter("fusebox"), otelmetrics.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reg.Close()
+}

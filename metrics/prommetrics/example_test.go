@@ -57,3 +57,19 @@ func Example() {
 	// fusebox_breaker_state{breaker="payments",state="probing"} 0
 	// fusebox_breaker_transitions_total{breaker="payments",from="closed",to="open"} 1
 }
+
+// Serve the breakers' metrics with the rest of the program's, from the
+// default registry.
+func Example_defaultRegistry() {
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+
+	c, err := prommetrics.New(m, prommetrics.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	prometheus.MustRegister(c)
+	http.Handle("/metrics", promhttp.Handler())
+	log.Fatal(http.ListenAndServe("127.0.0.1:9090", nil))
+}
