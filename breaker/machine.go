@@ -28,9 +28,9 @@ type Snapshot struct {
 	// every transition is refused.
 	Halted bool
 
-	admit   bool       // State == Closed && !Halted: the one check on the hot path
-	decline bool       // State is Open or Probing, and not Halted
-	err     *OpenError // what a declined call gets; nil when admit
+	admit   bool      // State == Closed && !Halted: the one check on the hot path
+	decline bool      // State is Open or Probing, and not Halted
+	err     OpenError // what a declined call gets, built with the snapshot
 }
 
 // Admits reports whether a call acquired now goes through without becoming
@@ -43,7 +43,12 @@ func (s *Snapshot) Declines() bool { return s.decline }
 
 // Err returns the error a call declined in this snapshot gets: an
 // *OpenError built once for the snapshot. It is nil for a closed breaker.
-func (s *Snapshot) Err() *OpenError { return s.err }
+func (s *Snapshot) Err() *OpenError {
+	if s.admit {
+		return nil
+	}
+	return &s.err
+}
 
 // Ticket is what an admitted call holds until it reports its outcome: the
 // generation it was admitted in, and whether it is the probe.
@@ -126,7 +131,7 @@ func (m *Machine) snapshot(st State, gen uint64, since, until time.Time, forced,
 	s.admit = st == Closed && !halted
 	s.decline = (st == Open || st == Probing) && !halted
 	if !s.admit {
-		s.err = &OpenError{Name: m.name, State: st, Until: until}
+		s.err = OpenError{Name: m.name, State: st, Until: until}
 	}
 	return s
 }
@@ -163,7 +168,7 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *OpenError) {
 		case s.Halted:
 			return Ticket{}, Step{}, nil
 		case s.State != HalfOpen:
-			return Ticket{}, Step{}, s.err
+			return Ticket{}, Step{}, &s.err
 		}
 		if step, ok := m.move(s, Probing, now, 0, CauseProbe, false); ok {
 			return Ticket{Gen: step.Gen, Probe: true}, step, nil
@@ -208,10 +213,6 @@ func (m *Machine) Trip(gen uint64, o classify.Outcome, now time.Time) (Step, boo
 // ticket that is not the current probe is Stale and changes nothing: the
 // probe's time ran out, or the breaker was reset or forced open meanwhile.
 func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, Release) {
-	s := m.cur.Load()
-	if !t.Probe || t.Gen != s.Gen || s.State != Probing {
-		return Step{}, Stale
-	}
 	to := Open
 	switch o {
 	case classify.Success:
@@ -219,34 +220,50 @@ func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, R
 	case classify.Ignore:
 		to = HalfOpen
 	}
-	step, ok := m.move(s, to, now, o, CauseProbe, false)
-	if !ok {
-		return Step{}, Stale
+	for {
+		s := m.cur.Load()
+		if !t.Probe || t.Gen != s.Gen || s.State != Probing || s.Halted {
+			return Step{}, Stale
+		}
+		// The swap also fails when SetUntil published the probe's
+		// deadline meanwhile: a new snapshot of the same generation, in
+		// which the probe is still current. Look again.
+		if step, ok := m.move(s, to, now, o, CauseProbe, false); ok {
+			return step, Counted
+		}
 	}
-	return step, Counted
 }
 
 // Expire ends the timer of generation gen at now: an open period ends
 // (open -> half_open) or a probe's time runs out (probing -> half_open, and
 // the probe's ticket becomes stale). It does nothing if the breaker has
-// moved on from gen, or is forced open.
+// moved on from gen, is forced open, or has a deadline (Until) later than
+// now: SetUntil may have moved the end of the period.
 func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
-	s := m.cur.Load()
-	if s.Gen != gen || s.Forced || (s.State != Open && s.State != Probing) {
-		return Step{}, false
+	for {
+		s := m.cur.Load()
+		if s.Gen != gen || s.Forced || s.Halted || (s.State != Open && s.State != Probing) || now.Before(s.Until) {
+			return Step{}, false
+		}
+		if step, ok := m.move(s, HalfOpen, now, 0, CauseTimer, false); ok {
+			return step, true
+		}
 	}
-	return m.move(s, HalfOpen, now, 0, CauseTimer, false)
 }
 
 // SetUntil records, for generation gen, when its open period or probe time
 // ends, so that declined calls can say so. It makes no transition.
 func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
-	s := m.cur.Load()
-	if s.Gen != gen || s.admit || s.Halted {
-		return false
+	for {
+		s := m.cur.Load()
+		if s.Gen != gen || s.admit || s.Halted {
+			return false
+		}
+		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false)
+		if m.cur.CompareAndSwap(s, next) {
+			return true
+		}
 	}
-	next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false)
-	return m.cur.CompareAndSwap(s, next)
 }
 
 // ForceOpen opens the breaker at now until Reset, whatever its state; no
@@ -299,6 +316,31 @@ func (m *Machine) Halt() {
 		next := m.snapshot(s.State, s.Gen+1, s.Since, s.Until, s.Forced, true)
 		if m.cur.CompareAndSwap(s, next) {
 			return
+		}
+	}
+}
+
+// Mirror moves the breaker to state st at now because the state it shares
+// with other processes says so, with until as the end of its timer (zero if
+// none is known). Unlike the other transitions it may go between any two
+// states, since it follows decisions made elsewhere; it reports false if the
+// breaker is already in st, is forced open, or is halted, and refuses a
+// state that is not one of the four.
+func (m *Machine) Mirror(st State, until, now time.Time) (Step, bool) {
+	if !st.Valid() {
+		return Step{}, false
+	}
+	for {
+		s := m.cur.Load()
+		if s.State == st || s.Forced || s.Halted {
+			return Step{}, false
+		}
+		if st == Closed {
+			m.counter.Reset()
+		}
+		next := m.snapshot(st, s.Gen+1, now, until, false, false)
+		if m.cur.CompareAndSwap(s, next) {
+			return Step{Transition: Transition{s.State, st}, Gen: next.Gen, At: now, Cause: CauseShared}, true
 		}
 	}
 }

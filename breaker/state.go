@@ -59,6 +59,16 @@ const (
 	// CauseRestart: the manager restarted the breaker after a panic in a
 	// user callback.
 	CauseRestart
+	// CauseShared: the breaker followed its state shared with other
+	// processes through a store.
+	CauseShared
+	// CauseStoreLost: the breaker's store could not be reached, and its
+	// fallback took over. The state does not change by itself: an event
+	// with this cause has From == To.
+	CauseStoreLost
+	// CauseStoreRestored: the breaker's store answers again. An event with
+	// this cause has From == To.
+	CauseStoreRestored
 )
 
 // String returns a lowercase name such as "trip" or "timer".
@@ -76,6 +86,12 @@ func (c Cause) String() string {
 		return "reset"
 	case CauseRestart:
 		return "restart"
+	case CauseShared:
+		return "shared"
+	case CauseStoreLost:
+		return "store_lost"
+	case CauseStoreRestored:
+		return "store_restored"
 	case 0:
 		return "none"
 	}

@@ -39,11 +39,13 @@ func (b BasicTimeout) Init() (any, error) {
 
 // Timeout implements Recover.
 func (b BasicTimeout) Timeout(c Context, state any) (time.Duration, any) {
+	// The state is the resolved policy; handing it back unchanged
+	// allocates nothing.
 	if s, ok := state.(BasicTimeout); ok {
 		b = s
 	}
 	if c.Opening() {
-		return b.Open, b
+		return b.Open, state
 	}
-	return b.ProbeTimeout, b
+	return b.ProbeTimeout, state
 }
