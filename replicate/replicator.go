@@ -325,9 +325,16 @@ func (r *Replicator) replicate(ctx context.Context, key string) Result {
 	// An open breaker declines without the key's lock or a context: a
 	// write then costs little more than the primary write.
 	if s := r.b.Snapshot(); s.Declines() {
-		r.raise(alertOpen)
+		if r.level.Load() < alertOpen {
+			r.raise(alertOpen)
+		}
 		return Result{Cause: s.Err()}
 	}
+	return r.replicateSlow(ctx, key)
+}
+
+// replicateSlow is replicate when the breaker may let the call through.
+func (r *Replicator) replicateSlow(ctx context.Context, key string) Result {
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	stop := context.AfterFunc(r.ctx, cancel)
 	res, _ := r.send(cctx, key, true)
