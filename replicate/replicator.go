@@ -203,8 +203,8 @@ func New(p Primary, r Replica, b *manager.Breaker, opts Options) (*Replicator, e
 //
 // The replica call is bounded by Options.Timeout and by ctx. While the
 // breaker is open, Put returns as soon as the primary write is done. Put
-// does not keep value. After Close, Put returns ErrClosed and writes
-// nothing.
+// does not keep value. An empty key is ErrEmptyKey; after Close, Put
+// returns ErrClosed. Neither writes anything.
 func (r *Replicator) Put(ctx context.Context, key string, value []byte) (Result, error) {
 	if key == "" {
 		return Result{}, ErrEmptyKey
@@ -221,8 +221,9 @@ func (r *Replicator) Put(ctx context.Context, key string, value []byte) (Result,
 
 // Delete removes key from the primary, marking it pending in the same
 // write, and deletes it from the replica through the breaker, as Put does.
-// Deleting an absent key is a write like any other. After Close, Delete
-// returns ErrClosed and writes nothing.
+// Deleting an absent key is a write like any other. An empty key is
+// ErrEmptyKey; after Close, Delete returns ErrClosed. Neither writes
+// anything.
 func (r *Replicator) Delete(ctx context.Context, key string) (Result, error) {
 	if key == "" {
 		return Result{}, ErrEmptyKey
