@@ -41,7 +41,11 @@ func (c *consecutiveCounter) Record(o classify.Outcome, _ time.Time) bool {
 			c.n.Store(0)
 		}
 	case classify.Failure:
-		return c.n.Add(1) == c.limit
+		// >= rather than ==: should a stale failure slip in between a
+		// generation check and this add, the breaker still trips on
+		// the next failure instead of never. The trip itself is one
+		// compare-and-swap, so it happens once however many see this.
+		return c.n.Add(1) >= c.limit
 	}
 	return false
 }

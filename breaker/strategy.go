@@ -19,9 +19,9 @@ type Strategy interface {
 //
 // Record is called concurrently by every caller releasing a call, on the
 // caller's goroutine, so it must be lock-free or nearly so and must not
-// block. Exactly the Record call whose outcome makes the breaker trip should
-// return true; the breaker's compare-and-swap makes the trip happen once even
-// if several calls return true together.
+// block. Record returns true from the outcome that reaches the threshold on;
+// the breaker's compare-and-swap makes the trip happen once even if several
+// calls return true together.
 type Counter interface {
 	// Record counts outcome o, observed at now, and reports whether the
 	// breaker should trip. now is the zero time unless UsesClock is true.

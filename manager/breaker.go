@@ -21,13 +21,14 @@ type Breaker struct {
 	nilSucceeds bool // classify is classify.Default, which makes nil a Success
 	timed       bool // the strategy's counter needs the time of each call
 	mgr         *Manager
+	sharing     *sharing // nil unless the breaker is shared through a store
 	stats       stripe.Counters
 
 	// Owned by the manager's goroutine.
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
-	early    []breaker.Step
+	early    []note
 	dropped  atomic.Uint64
 }
 
@@ -91,9 +92,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{b: b, t: breaker.Ticket{Gen: s.Gen}}, nil
 	}
 	if s.Declines() {
-		if n := b.stats.FastAdd(statDeclined); n%64 == 0 {
-			b.stats.SlowAdd(statDeclined, n)
-		}
+		b.stats.Add(statDeclined)
 		return Permit{}, s.Err()
 	}
 	return b.acquireSlow(ctx)
@@ -118,9 +117,17 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 	case t.Gen == 0:
 		return Permit{}, ErrStopped
 	}
-	if step.Gen != 0 {
-		b.mgr.notify(b, step)
+	if step.Gen == 0 {
+		return Permit{b: b, t: t}, nil
 	}
+	if sh := b.sharing; sh != nil {
+		if !sh.down.Load() {
+			return b.acquireShared(ctx, t, step)
+		}
+		b.mgr.notifyHeld(b, step, max(time.Duration(sh.lease.Load()), time.Millisecond))
+		return Permit{b: b, t: t}, nil
+	}
+	b.mgr.notify(b, step)
 	return Permit{b: b, t: t}, nil
 }
 
@@ -153,17 +160,17 @@ func (p Permit) ReleaseOutcome(o classify.Outcome) {
 	if !o.Valid() {
 		o = classify.Failure
 	}
-	if i := outcomeStat(o); true {
-		if n := b.stats.FastAdd(i); n%64 == 0 {
-			b.stats.SlowAdd(i, n)
-		}
-	}
+	b.stats.Add(outcomeStat(o))
 	if p.t.Probe {
 		b.endProbe(p.t, o)
 		return
 	}
 	if !b.mach.Current(p.t) {
 		b.stats.Add(statStale)
+		return
+	}
+	if b.sharing != nil {
+		b.releaseShared(p.t, o)
 		return
 	}
 	var now time.Time
@@ -182,21 +189,16 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome) {
 }
 
 func (b *Breaker) endProbe(t breaker.Ticket, o classify.Outcome) {
-	for {
-		step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
-		if r != breaker.Stale {
-			b.mgr.notify(b, step)
-			return
-		}
-		// EndProbe's compare-and-swap also fails when the manager has
-		// just published the probe's deadline (SetUntil: a new snapshot
-		// of the same generation). The probe is still current then, and
-		// its outcome must count.
-		if s := b.mach.Snapshot(); s.Halted || s.Gen != t.Gen || s.State != breaker.Probing {
-			b.stats.Add(statStale)
-			return
-		}
+	var token string
+	if b.sharing != nil {
+		token = b.sharing.leaseOf(t.Gen)
 	}
+	step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
+	if r == breaker.Stale {
+		b.stats.Add(statStale)
+		return
+	}
+	b.mgr.send(note{b: b, step: step, token: token})
 }
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,

@@ -26,7 +26,9 @@ func (m *Manager) run() {
 			m.shutdown()
 			return
 		case n := <-m.notes:
-			m.handle(n.b, n.step)
+			m.handleNote(n)
+		case msg := <-m.storec:
+			m.handleStore(msg)
 		case req := <-m.registerc:
 			m.register(req)
 		case synced = <-m.syncc:
@@ -54,34 +56,37 @@ func (m *Manager) run() {
 // that keep tripping breakers cannot hold the loop here.
 func (m *Manager) drainNotes() {
 	for i := len(m.notes); i > 0; i-- {
-		n := <-m.notes
-		m.handle(n.b, n.step)
+		m.handleNote(<-m.notes)
 	}
 }
 
-// handle takes a breaker's steps in generation order. A caller may be
+// handle is handleNote for a step with no more to it.
+func (m *Manager) handle(b *Breaker, s breaker.Step) { m.handleNote(note{b: b, step: s}) }
+
+// handleNote takes a breaker's steps in generation order. A caller may be
 // overtaken between its compare-and-swap and its send, so a step can arrive
 // before the one it follows; it waits in b.early until then.
-func (m *Manager) handle(b *Breaker, s breaker.Step) {
-	if s.Gen != b.nextGen {
-		if s.Gen > b.nextGen {
-			b.early = append(b.early, s)
+func (m *Manager) handleNote(n note) {
+	b := n.b
+	if n.step.Gen != b.nextGen {
+		if n.step.Gen > b.nextGen {
+			b.early = append(b.early, n)
 		}
 		return
 	}
-	m.apply(b, s)
+	m.apply(n)
 	b.nextGen++
 	for len(b.early) > 0 {
 		i := 0
-		for i < len(b.early) && b.early[i].Gen != b.nextGen {
+		for i < len(b.early) && b.early[i].step.Gen != b.nextGen {
 			i++
 		}
 		if i == len(b.early) {
 			return
 		}
-		s := b.early[i]
+		n := b.early[i]
 		b.early = append(b.early[:i], b.early[i+1:]...)
-		m.apply(b, s)
+		m.apply(n)
 		b.nextGen++
 	}
 	if cap(b.early) > 0 && len(b.early) == 0 {
@@ -93,18 +98,38 @@ func (m *Manager) handle(b *Breaker, s breaker.Step) {
 var latest = time.Unix(0, math.MaxInt64)
 
 // apply publishes the step to subscribers and, for a step that starts a
-// timer, asks the breaker's Recover how long it runs and arms it.
-func (m *Manager) apply(b *Breaker, s breaker.Step) {
+// timer, arms it: for as long as the note says, or else as long as the
+// breaker's Recover decides. A shared breaker then tells its store.
+func (m *Manager) apply(n note) {
+	b, s := n.b, n.step
 	m.emit(b, s)
-	if !s.NeedsTimer() || m.fault != nil {
-		return
+	var d time.Duration
+	switch {
+	case n.held:
+		if d = n.hold; d > 0 {
+			m.schedule(b, s, d)
+		}
+	case s.NeedsTimer() && m.fault == nil:
+		var ok bool
+		if d, ok = m.timeout(b, s); !ok {
+			return
+		}
+		m.schedule(b, s, d)
 	}
-	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome}
+	if b.sharing != nil && m.fault == nil {
+		m.applyShared(b, s, n, d)
+	}
+}
+
+// timeout asks the breaker's Recover how long the state entered by s lasts.
+// It reports false if Recover panicked: the manager must restart.
+func (m *Manager) timeout(b *Breaker, s breaker.Step) (time.Duration, bool) {
+	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At}
 	var d time.Duration
 	var next any
 	if p := guard(func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
 		m.fault = &fault{breaker: b.Name(), callback: "Recover.Timeout", caught: p}
-		return
+		return 0, false
 	}
 	b.recState = next
 	if d < 0 {
@@ -112,6 +137,11 @@ func (m *Manager) apply(b *Breaker, s breaker.Step) {
 			"breaker", b.Name(), "transition", s.Transition.String(), "duration", d)
 		d = 0
 	}
+	return d, true
+}
+
+// schedule arms the timer of step s, d after it happened.
+func (m *Manager) schedule(b *Breaker, s breaker.Step, d time.Duration) {
 	at := s.At.Add(d)
 	if at.After(latest) || at.Before(s.At) {
 		at = latest
@@ -155,6 +185,7 @@ func (m *Manager) initRecover(b *Breaker) (any, error) {
 // subscription.
 func (m *Manager) shutdown() {
 	m.halted = true
+	m.stopHubs()
 	for _, b := range m.list {
 		b.mach.Halt()
 	}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // Options configure a Manager. The zero value is valid.
@@ -26,6 +28,14 @@ type Options struct {
 	// logged and replaced by those defaults.
 	MaxRestarts   int
 	RestartWindow time.Duration
+	// StoreTimeout bounds every call to the store of a shared breaker
+	// (Config.Store). Zero means DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Resync is how often the manager reads the shared state of every
+	// shared breaker from its store, to catch changes it missed and to
+	// notice that an unreachable store answers again. Zero means
+	// DefaultResync.
+	Resync time.Duration
 }
 
 // Defaults for Options.
@@ -38,11 +48,19 @@ const (
 // manager before a caller making one more waits too.
 const noteBuffer = 1024
 
-// note is a transition made on a caller's goroutine, for the manager to
-// handle.
+// note is a transition for the manager to handle, usually made on a
+// caller's goroutine.
 type note struct {
 	b    *Breaker
 	step breaker.Step
+	// hold, when held is set, is how long the state entered lasts, decided
+	// elsewhere (by a store, or a probe lease): the manager arms that timer
+	// (none if hold is zero) instead of asking Recover.
+	hold time.Duration
+	held bool
+	// token is the store's probe lease this process held, on a step that
+	// ends a shared breaker's probe.
+	token string
 }
 
 type registerReq struct {
@@ -65,9 +83,16 @@ type Manager struct {
 	syncc        chan chan struct{}
 	subscribec   chan subscribeReq
 	unsubscribec chan *subscriber
+	storec       chan storeMsg
 	quit         chan struct{} // closed by Stop
 	done         chan struct{} // closed when the loop has returned
 	stopOnce     sync.Once
+
+	storeTimeout time.Duration
+	resyncEvery  time.Duration
+	stopCtx      context.Context // cancelled as the manager stops: ends store calls
+	stopCancel   context.CancelFunc
+	wg           sync.WaitGroup // store goroutines
 
 	mu     sync.RWMutex // guards byName and list, written only by the loop
 	byName map[string]*Breaker
@@ -81,6 +106,7 @@ type Manager struct {
 	restarts []time.Time
 	fault    *fault // a callback panicked; restart before the next request
 	halted   bool
+	hubs     map[store.Store]*hub
 }
 
 // Start creates a manager and starts its goroutine.
@@ -103,10 +129,15 @@ func newManager(opts Options) *Manager {
 		syncc:        make(chan chan struct{}),
 		subscribec:   make(chan subscribeReq),
 		unsubscribec: make(chan *subscriber),
+		storec:       make(chan storeMsg, noteBuffer),
 		quit:         make(chan struct{}),
 		done:         make(chan struct{}),
 		byName:       make(map[string]*Breaker),
+		hubs:         make(map[store.Store]*hub),
+		storeTimeout: opts.StoreTimeout,
+		resyncEvery:  opts.Resync,
 	}
+	m.stopCtx, m.stopCancel = context.WithCancel(context.Background())
 	if m.clk == nil {
 		m.clk = clock.New()
 	}
@@ -124,6 +155,16 @@ func newManager(opts Options) *Manager {
 	}
 	if m.window <= 0 {
 		m.window = DefaultRestartWindow
+	}
+	if m.storeTimeout < 0 || m.resyncEvery < 0 {
+		m.log.Warn("fusebox: Options.StoreTimeout or Options.Resync is negative; using the default",
+			"store_timeout", m.storeTimeout, "resync", m.resyncEvery)
+	}
+	if m.storeTimeout <= 0 {
+		m.storeTimeout = DefaultStoreTimeout
+	}
+	if m.resyncEvery <= 0 {
+		m.resyncEvery = DefaultResync
 	}
 	return m
 }
@@ -150,6 +191,11 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		timed:       counter.UsesClock(),
 		mgr:         m,
 		rec:         cfg.Recover,
+	}
+	if cfg.Store != nil {
+		if b.sharing, err = newSharing(name, cfg); err != nil {
+			return nil, err
+		}
 	}
 	b.mach.Init(name, counter, m.clk.Now())
 	req := registerReq{b: b, reply: make(chan error, 1)}
@@ -211,9 +257,17 @@ func (m *Manager) Stop() {
 func (m *Manager) Done() <-chan struct{} { return m.done }
 
 // notify hands a transition made on a caller's goroutine to the manager.
-func (m *Manager) notify(b *Breaker, s breaker.Step) {
+func (m *Manager) notify(b *Breaker, s breaker.Step) { m.send(note{b: b, step: s}) }
+
+// notifyHeld is notify for a state whose timer was decided elsewhere: hold
+// long (zero: no timer).
+func (m *Manager) notifyHeld(b *Breaker, s breaker.Step, hold time.Duration) {
+	m.send(note{b: b, step: s, hold: hold, held: true})
+}
+
+func (m *Manager) send(n note) {
 	select {
-	case m.notes <- note{b: b, step: s}:
+	case m.notes <- n:
 	case <-m.done:
 	}
 }

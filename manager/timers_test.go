@@ -234,8 +234,14 @@ func TestRecoverIsAskedAtTheThreeTransitions(t *testing.T) {
 		{Name: "r", Transition: breaker.Transition{From: H, To: P}},
 	}
 	// r.asked is written by the manager's goroutine; Sync orders it before
-	// this read.
-	assert.Equal(t, want, r.asked)
+	// this read. Each Context carries the instant of its transition.
+	got := append([]recover.Context(nil), r.asked...)
+	for i := range got {
+		assert.False(t, got[i].At.IsZero(), "Context %d has no At", i)
+		got[i].At = time.Time{}
+	}
+	assert.Equal(t, want, got)
+	assert.True(t, r.asked[0].At.Equal(mock.Now().Add(-2*time.Second)), "the trip's At is the trip's instant: %v", r.asked[0].At)
 }
 
 // A Recover that returns a zero or negative duration ends the state at

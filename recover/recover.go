@@ -41,6 +41,11 @@ type Context struct {
 	// Outcome is the outcome of the call that opened the breaker
 	// (classify.Failure), or zero for {half_open, probing}.
 	Outcome classify.Outcome
+	// At is when the transition happened, on the manager's clock; the
+	// duration Timeout returns counts from there. It is zero when the
+	// duration is asked ahead: a shared breaker asks for its next probe's
+	// time ({half_open, probing}) as it opens.
+	At time.Time
 }
 
 // Opening reports whether the transition opens the breaker, so that the

@@ -2,12 +2,10 @@ package stripe
 
 import _ "unsafe" // for go:linkname
 
-// procPin returns the index of the P the goroutine runs on and keeps it there
-// until procUnpin. sync.Pool uses the same pair; the runtime keeps it
-// reachable by linkname for packages outside the standard library
-// (go.dev/issue/67401). It is only a hint here: a goroutine may move to
-// another P right after procUnpin, which costs a shared cache line, never a
-// lost count, since every increment is atomic.
+// procPin returns the index of the P the goroutine runs on and keeps the
+// goroutine there, unpreemptible, until procUnpin. sync.Pool relies on the
+// same pair for its per-P caches; the runtime keeps them reachable by
+// linkname for packages outside the standard library (go.dev/issue/67401).
 //
 //go:linkname procPin runtime.procPin
 func procPin() int

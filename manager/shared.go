@@ -1,0 +1,641 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// This file is the part of the manager that shares breakers through a
+// store.Store (DESIGN.md §6). A shared breaker keeps its hot path local: its
+// snapshot mirrors the shared state, and only failures, the first success
+// after failures, the opening, and the probe reach the store.
+//
+// Who does what:
+//   - callers: a failure in the closed state is recorded in the store on the
+//     caller's goroutine, and the reply (the shared count, or the open
+//     period already set) trips or mirrors the breaker at once; a caller that
+//     wins the local probe takes the store's probe lease before calling;
+//   - the loop: it asks Recover for periods, sends openings and verdicts to
+//     the store from short-lived goroutines (their results come back as
+//     messages), mirrors what the store says, and runs the fallback;
+//   - a hub per store: a goroutine watching the store's changes and one
+//     resyncing every shared breaker periodically.
+
+// Defaults of the store options.
+const (
+	DefaultStoreTimeout = 500 * time.Millisecond
+	DefaultResync       = time.Second
+	// defaultLease is a shared probe's lease when no probe time was decided
+	// for it yet.
+	defaultLease = 10 * time.Second
+)
+
+// sharing is the part of a Breaker shared through a store.
+type sharing struct {
+	hub      *hub
+	policy   store.Policy
+	fallback store.Fallback
+
+	dirty    atomic.Bool   // consecutive: a failure was reported since the last success report
+	reported atomic.Uint64 // window: successes already reported
+	lease    atomic.Int64  // the next probe's lease, decided by Recover when the breaker opened
+	probe    atomic.Pointer[heldLease]
+	down     atomic.Bool // the store could not be reached: the fallback is in effect
+	errors   atomic.Uint64
+
+	downEvented bool // owned by the loop: the outage was announced for this breaker
+}
+
+// heldLease is the probe lease this process holds.
+type heldLease struct {
+	gen   uint64 // the probing generation
+	token string
+}
+
+// hub connects a manager to one store: every shared breaker of the manager
+// on that store goes through it.
+type hub struct {
+	st       store.Store
+	breakers atomic.Pointer[[]*Breaker] // copy-on-write, written by the loop
+	cancel   context.CancelFunc
+	down     bool // owned by the loop: the store is unreachable
+}
+
+// storeMsg is a result of the store coming back to the loop.
+type storeMsg struct {
+	hub *hub
+	b   *Breaker
+
+	kind     storeMsgKind
+	gen      uint64
+	change   store.Change
+	names    []*Breaker
+	statuses []store.Status
+	left     time.Duration
+	won      bool
+	err      error
+}
+
+type storeMsgKind uint8
+
+const (
+	msgChange   storeMsgKind = iota + 1 // a change seen by the hub's watcher
+	msgStatus                           // a resync's statuses, or its error
+	msgOpened                           // the result of Open for the breaker's trip
+	msgResolved                         // the result of Resolve
+	msgFailed                           // a caller's store call failed
+)
+
+func comparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
+
+// newSharing validates a shared breaker's configuration.
+func newSharing(name string, cfg Config) (*sharing, error) {
+	if !comparable(cfg.Store) {
+		return nil, registerError(name, "Store", fmt.Errorf("%T is not comparable; pass a pointer", cfg.Store))
+	}
+	p, err := store.PolicyOf(cfg.Strategy)
+	if err != nil {
+		return nil, registerError(name, "Strategy", err)
+	}
+	if cfg.Fallback > store.FailClosed {
+		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
+	}
+	return &sharing{policy: p, fallback: cfg.Fallback}, nil
+}
+
+// attach joins b to the hub of its store, starting the hub if it is the
+// first breaker on that store. It runs on the loop.
+func (m *Manager) attach(b *Breaker, st store.Store) {
+	h := m.hubs[st]
+	if h == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		h = &hub{st: st, cancel: cancel}
+		h.breakers.Store(&[]*Breaker{})
+		m.hubs[st] = h
+		m.wg.Add(2)
+		go m.watch(ctx, h)
+		go m.resync(ctx, h)
+	}
+	list := append(append([]*Breaker(nil), *h.breakers.Load()...), b)
+	h.breakers.Store(&list)
+	b.sharing.hub = h
+	if h.down {
+		b.sharing.down.Store(true)
+	}
+	// Learn the shared state now rather than at the next resync.
+	m.goStore(h, func(ctx context.Context) storeMsg {
+		st, err := h.st.Status(ctx, []string{b.Name()})
+		return storeMsg{kind: msgStatus, names: []*Breaker{b}, statuses: st, err: err}
+	})
+}
+
+// goStore runs a store call off the loop, with the store deadline, and
+// hands its result to the loop.
+func (m *Manager) goStore(h *hub, call func(ctx context.Context) storeMsg) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
+		defer cancel()
+		stop := context.AfterFunc(m.stopCtx, cancel)
+		defer stop()
+		msg := call(ctx)
+		msg.hub = h
+		m.sendStore(msg)
+	}()
+}
+
+func (m *Manager) sendStore(msg storeMsg) {
+	select {
+	case m.storec <- msg:
+	case <-m.stopCtx.Done():
+	}
+}
+
+// watch delivers the store's changes to the loop, resubscribing with a
+// growing pause after a failure.
+func (m *Manager) watch(ctx context.Context, h *hub) {
+	defer m.wg.Done()
+	pause := 50 * time.Millisecond
+	for {
+		err := h.st.Watch(ctx, func(c store.Change) {
+			m.sendStore(storeMsg{hub: h, kind: msgChange, change: c})
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("the watch ended")
+		}
+		m.sendStore(storeMsg{hub: h, kind: msgFailed, err: fmt.Errorf("watching the store: %w", err)})
+		t := m.clk.Timer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// resync reads the shared state of every breaker of the hub periodically,
+// and reports successes of window policies not reported yet.
+func (m *Manager) resync(ctx context.Context, h *hub) {
+	defer m.wg.Done()
+	t := m.clk.Ticker(m.resyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		list := *h.breakers.Load()
+		if len(list) == 0 {
+			continue
+		}
+		names := make([]string, len(list))
+		for i, b := range list {
+			names[i] = b.Name()
+		}
+		call, cancel := context.WithTimeout(ctx, m.storeTimeout)
+		for _, b := range list {
+			if b.sharing.policy.Window() && !b.sharing.down.Load() {
+				b.flushSuccesses(call)
+			}
+		}
+		st, err := h.st.Status(call, names)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.sendStore(storeMsg{hub: h, kind: msgStatus, names: list, statuses: st, err: err})
+	}
+}
+
+// flushSuccesses reports the successes of a window policy counted since the
+// last report.
+func (b *Breaker) flushSuccesses(ctx context.Context) {
+	sh := b.sharing
+	total := b.stats.Load(statSuccess)
+	n := int64(total - sh.reported.Load())
+	if n <= 0 {
+		return
+	}
+	if err := sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, n); err == nil {
+		sh.reported.Add(uint64(n))
+	}
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// storeCtx returns a context for a store call made on a caller's goroutine.
+func (m *Manager) storeCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, m.storeTimeout)
+}
+
+// --- the caller's side ---
+
+// local reports whether the shared breaker runs on its own state machine
+// now: the store is down and the fallback is FallbackLocal.
+func (sh *sharing) local() bool { return sh.down.Load() && sh.fallback == store.FallbackLocal }
+
+// releaseShared is Release in the closed state for a shared breaker.
+func (b *Breaker) releaseShared(t breaker.Ticket, o classify.Outcome) {
+	sh := b.sharing
+	switch {
+	case !sh.down.Load():
+		b.recordShared(t, o)
+	case sh.fallback == store.FallbackLocal:
+		b.recordLocal(t, o)
+	}
+}
+
+// recordShared is Release in the closed state for a shared breaker whose
+// store is reachable.
+func (b *Breaker) recordShared(t breaker.Ticket, o classify.Outcome) {
+	sh := b.sharing
+	switch o {
+	case classify.Failure:
+		var successes int64
+		if sh.policy.Window() {
+			successes = int64(b.stats.Load(statSuccess) - sh.reported.Load())
+			successes = max(successes, 0)
+		}
+		ctx, cancel := b.mgr.storeCtx(nil)
+		v, err := sh.hub.st.RecordFailure(ctx, b.Name(), sh.policy, successes)
+		cancel()
+		if err != nil {
+			b.storeFailed(err)
+			if sh.fallback == store.FallbackLocal {
+				b.recordLocal(t, o)
+			}
+			return
+		}
+		sh.reported.Add(uint64(successes))
+		sh.dirty.Store(true)
+		switch {
+		case v.Open > 0:
+			b.mirror(breaker.Open, v.Open)
+		case sh.policy.Trips(v):
+			b.trip(t.Gen, o)
+		}
+	case classify.Success:
+		if sh.policy.Window() || !sh.dirty.Load() || !sh.dirty.CompareAndSwap(true, false) {
+			return
+		}
+		ctx, cancel := b.mgr.storeCtx(nil)
+		err := sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, 1)
+		cancel()
+		if err != nil {
+			sh.dirty.Store(true)
+			b.storeFailed(err)
+		}
+	}
+}
+
+// recordLocal is Release in the closed state on the breaker's own counter.
+func (b *Breaker) recordLocal(t breaker.Ticket, o classify.Outcome) {
+	var now time.Time
+	if b.timed {
+		now = b.mgr.clk.Now()
+	}
+	if b.counter.Record(o, now) {
+		b.trip(t.Gen, o)
+	}
+}
+
+// mirror moves the breaker to st because the store says so, for d (zero: no
+// timer), and tells the manager.
+func (b *Breaker) mirror(st breaker.State, d time.Duration) {
+	now := b.mgr.clk.Now()
+	var until time.Time
+	if d > 0 {
+		until = now.Add(d)
+	}
+	if step, ok := b.mach.Mirror(st, until, now); ok {
+		b.mgr.notifyHeld(b, step, d)
+	}
+}
+
+// acquireShared takes the store's probe lease for the local probe t, won at
+// step. It returns the permit, or declines the caller when another process
+// holds the lease or the breaker is still open in the store.
+func (b *Breaker) acquireShared(ctx context.Context, t breaker.Ticket, step breaker.Step) (Permit, error) {
+	sh := b.sharing
+	lease := time.Duration(sh.lease.Load())
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	token := newToken()
+	call, cancel := b.mgr.storeCtx(ctx)
+	won, st, err := sh.hub.st.AcquireProbe(call, b.Name(), token, lease)
+	cancel()
+	switch {
+	case err != nil && ctx != nil && ctx.Err() != nil:
+		// The caller gave up: give the probe slot back.
+		b.mgr.notifyHeld(b, step, lease)
+		b.endProbe(t, classify.Ignore)
+		return Permit{}, ctx.Err()
+	case err != nil:
+		b.storeFailed(err)
+		b.mgr.notifyHeld(b, step, lease)
+		return Permit{b: b, t: t}, nil
+	case won:
+		sh.probe.Store(&heldLease{gen: t.Gen, token: token})
+		b.mgr.notifyHeld(b, step, lease)
+		return Permit{b: b, t: t}, nil
+	}
+	// Another process probes, or the store's open period is not over:
+	// decline, and mirror what the store says.
+	if st.Open > 0 {
+		b.mgr.notifyHeld(b, step, st.Open)
+		b.mirror(breaker.Open, st.Open)
+	} else {
+		b.mgr.notifyHeld(b, step, max(st.Probe, time.Millisecond))
+	}
+	b.stats.Add(statDeclined)
+	if s := b.mach.Snapshot(); s.Err() != nil {
+		return Permit{}, s.Err()
+	}
+	return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
+}
+
+// leaseOf returns the token of the lease this process holds for the probe
+// of generation gen, and forgets it.
+func (sh *sharing) leaseOf(gen uint64) string {
+	if l := sh.probe.Load(); l != nil && l.gen == gen && sh.probe.CompareAndSwap(l, nil) {
+		return l.token
+	}
+	return ""
+}
+
+// storeFailed switches the breaker's store to its fallback.
+func (b *Breaker) storeFailed(err error) {
+	sh := b.sharing
+	sh.errors.Add(1)
+	if sh.down.CompareAndSwap(false, true) {
+		b.mgr.sendStore(storeMsg{hub: sh.hub, b: b, kind: msgFailed, err: err})
+	}
+}
+
+// --- the loop's side ---
+
+// applyShared does, after apply, what a shared breaker's step needs of the
+// store. d is the period Recover decided for the step, if any.
+func (m *Manager) applyShared(b *Breaker, s breaker.Step, n note, d time.Duration) {
+	sh := b.sharing
+	name := b.Name()
+	if s.To == breaker.Open && s.Cause != breaker.CauseForceOpen {
+		m.decideLease(b)
+	}
+	if sh.down.Load() {
+		return
+	}
+	switch {
+	case s.Transition == breaker.Transition{From: breaker.Closed, To: breaker.Open} && s.Cause == breaker.CauseTrip:
+		gen := s.Gen
+		m.goStore(sh.hub, func(ctx context.Context) storeMsg {
+			left, won, err := sh.hub.st.Open(ctx, name, d)
+			return storeMsg{b: b, kind: msgOpened, gen: gen, left: left, won: won, err: err}
+		})
+	case s.From == breaker.Probing && s.Cause == breaker.CauseProbe && n.token != "":
+		token, o := n.token, s.Outcome
+		m.goStore(sh.hub, func(ctx context.Context) storeMsg {
+			_, err := sh.hub.st.Resolve(ctx, name, token, o, d)
+			return storeMsg{b: b, kind: msgResolved, err: err}
+		})
+	}
+}
+
+// decideLease asks Recover, as the breaker opens, how long its next probe
+// may run: the lease a caller takes in the store when the breaker turns
+// half-open.
+func (m *Manager) decideLease(b *Breaker) {
+	c := recover.Context{Name: b.Name(), Transition: breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}}
+	var d time.Duration
+	var next any
+	if p := guard(func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
+		m.fault = &fault{breaker: b.Name(), callback: "Recover.Timeout", caught: p}
+		return
+	}
+	b.recState = next
+	b.sharing.lease.Store(int64(max(d, time.Millisecond)))
+}
+
+// handleStore takes a result of the store on the loop.
+func (m *Manager) handleStore(msg storeMsg) {
+	h := msg.hub
+	switch msg.kind {
+	case msgFailed:
+		m.storeDown(h, msg.err)
+	case msgStatus:
+		if msg.err != nil {
+			m.storeDown(h, msg.err)
+			return
+		}
+		m.storeUp(h)
+		for i, b := range msg.names {
+			if i < len(msg.statuses) {
+				m.reconcile(b, msg.statuses[i])
+			}
+		}
+	case msgChange:
+		b, ok := m.byName[msg.change.Name]
+		if !ok || b.sharing == nil || b.sharing.hub != h || b.sharing.down.Load() {
+			return
+		}
+		m.follow(b, msg.change)
+	case msgOpened:
+		if msg.err != nil {
+			m.storeDown(h, msg.err)
+			return
+		}
+		if !msg.won {
+			// Another process opened first: its period stands.
+			m.extend(msg.b, msg.gen, msg.left)
+		}
+	case msgResolved:
+		if msg.err != nil {
+			m.storeDown(h, msg.err)
+		}
+	}
+}
+
+// extend sets the end of the open period of generation gen to d from now.
+func (m *Manager) extend(b *Breaker, gen uint64, d time.Duration) {
+	s := b.mach.Snapshot()
+	if s.Gen != gen || s.State != breaker.Open {
+		return
+	}
+	until := m.clk.Now().Add(d)
+	if b.mach.SetUntil(gen, until) {
+		m.timers.push(deadline{at: until.UnixNano(), b: b, gen: gen})
+	}
+}
+
+// tolerance is how far a mirrored period may differ from the store's before
+// the manager corrects it.
+const tolerance = 25 * time.Millisecond
+
+// reconcile brings the breaker in line with its shared status.
+func (m *Manager) reconcile(b *Breaker, st store.Status) {
+	if b.sharing.down.Load() {
+		return
+	}
+	s := b.mach.Snapshot()
+	if s.Forced || s.Halted {
+		return
+	}
+	now := m.clk.Now()
+	switch {
+	case st.Open > 0:
+		if s.State == breaker.Open {
+			if want := now.Add(st.Open); s.Until.Sub(want).Abs() > tolerance {
+				m.extend(b, s.Gen, st.Open)
+			}
+			return
+		}
+		m.mirror(b, breaker.Open, st.Open)
+	case st.Probe > 0:
+		if s.State == breaker.HalfOpen || s.State == breaker.Closed {
+			m.mirror(b, breaker.Probing, st.Probe)
+		}
+	default:
+		if s.State == breaker.Probing && b.sharing.probe.Load() == nil {
+			// The other process's lease ended without a verdict.
+			m.mirror(b, breaker.HalfOpen, 0)
+		}
+	}
+}
+
+// follow applies a change another process (or this one) made.
+func (m *Manager) follow(b *Breaker, c store.Change) {
+	s := b.mach.Snapshot()
+	if s.Forced || s.Halted {
+		return
+	}
+	switch c.Kind {
+	case store.Opened:
+		if s.State != breaker.Open {
+			m.mirror(b, breaker.Open, c.Open)
+		}
+	case store.Closed:
+		if s.State != breaker.Closed {
+			m.mirror(b, breaker.Closed, 0)
+		}
+	case store.Released:
+		if s.State == breaker.Probing && b.sharing.probe.Load() == nil {
+			m.mirror(b, breaker.HalfOpen, 0)
+		}
+	}
+}
+
+// mirror is Breaker.mirror on the loop.
+func (m *Manager) mirror(b *Breaker, st breaker.State, d time.Duration) {
+	now := m.clk.Now()
+	var until time.Time
+	if d > 0 {
+		until = now.Add(d)
+	}
+	if step, ok := b.mach.Mirror(st, until, now); ok {
+		m.handleNote(note{b: b, step: step, hold: d, held: true})
+	}
+}
+
+// storeDown switches every breaker of the hub to its fallback, once per
+// outage.
+func (m *Manager) storeDown(h *hub, err error) {
+	list := *h.breakers.Load()
+	if !h.down {
+		h.down = true
+		m.log.Error("fusebox: store unreachable; shared breakers fall back", "breakers", len(list), "error", err)
+	}
+	for _, b := range list {
+		sh := b.sharing
+		first := sh.down.CompareAndSwap(false, true)
+		if !first && sh.downEvented {
+			continue
+		}
+		sh.downEvented = true
+		m.emitStore(b, breaker.CauseStoreLost)
+		switch sh.fallback {
+		case store.FailOpen:
+			m.mirror(b, breaker.Closed, 0)
+		case store.FailClosed:
+			m.mirror(b, breaker.Open, 0)
+		default:
+			b.counter.Reset()
+		}
+	}
+}
+
+// storeUp ends the fallback of every breaker of the hub; the statuses that
+// came with the news reconcile them.
+func (m *Manager) storeUp(h *hub) {
+	if !h.down {
+		return
+	}
+	h.down = false
+	list := *h.breakers.Load()
+	m.log.Info("fusebox: store reachable again; shared breakers follow it", "breakers", len(list))
+	for _, b := range list {
+		sh := b.sharing
+		sh.downEvented = false
+		if !sh.down.CompareAndSwap(true, false) {
+			continue
+		}
+		m.emitStore(b, breaker.CauseStoreRestored)
+		s := b.mach.Snapshot()
+		switch {
+		case sh.fallback == store.FailClosed && s.State == breaker.Open && s.Until.IsZero():
+			m.mirror(b, breaker.Closed, 0)
+		case s.State == breaker.Open && !s.Forced && !s.Until.IsZero():
+			// Opened locally during the outage: tell the fleet.
+			left := s.Until.Sub(m.clk.Now())
+			if left > 0 {
+				gen, name := s.Gen, b.Name()
+				m.goStore(h, func(ctx context.Context) storeMsg {
+					l, won, err := h.st.Open(ctx, name, left)
+					return storeMsg{b: b, kind: msgOpened, gen: gen, left: l, won: won, err: err}
+				})
+			}
+		}
+	}
+}
+
+// emitStore publishes a change of the breaker's link to its store: an event
+// whose transition stays in the current state.
+func (m *Manager) emitStore(b *Breaker, c breaker.Cause) {
+	s := b.mach.Snapshot()
+	m.emit(b, breaker.Step{Transition: breaker.Transition{From: s.State, To: s.State}, Gen: s.Gen, At: m.clk.Now(), Cause: c})
+}
+
+// stopHubs ends every hub and waits for every store goroutine.
+func (m *Manager) stopHubs() {
+	m.stopCancel()
+	for _, h := range m.hubs {
+		h.cancel()
+	}
+	m.wg.Wait()
+}
+
