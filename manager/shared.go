@@ -638,4 +638,3 @@ func (m *Manager) stopHubs() {
 	}
 	m.wg.Wait()
 }
-
