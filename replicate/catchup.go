@@ -148,7 +148,7 @@ func (r *Replicator) pass() (progress, more bool) {
 			} else {
 				more = false
 			}
-			if _, ok := r.sleepKeepingEvents(r.pause); !ok {
+			if !r.sleepKeepingEvents(r.pause) {
 				return progress, false
 			}
 		}
@@ -163,17 +163,16 @@ func (r *Replicator) sendPending(key string) (Result, bool) {
 	return r.send(ctx, key, false)
 }
 
-// sleepKeepingEvents is sleep inside a pass: a relevant event seen there is
-// remembered for the worker's loop.
-func (r *Replicator) sleepKeepingEvents(d time.Duration) (bool, bool) {
+// sleepKeepingEvents is sleep inside a pass: a relevant event seen there
+// becomes a kick, so that the worker runs catch-up again after this pass.
+// It reports false once the Replicator is closed.
+func (r *Replicator) sleepKeepingEvents(d time.Duration) bool {
 	again, ok := r.sleep(d)
 	if again {
-		// The worker re-reads the pending keys after this pass; the
-		// event changes nothing more here.
 		select {
 		case r.kick <- struct{}{}:
 		default:
 		}
 	}
-	return again, ok
+	return ok
 }
