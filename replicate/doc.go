@@ -23,7 +23,11 @@
 //   - Replicator writes to the primary, then copies the key's current value
 //     to the replica through the breaker, and clears the pending mark once
 //     the replica confirms, unless a newer write marked the key again
-//     meanwhile. A goroutine of its own catches up on pending keys.
+//     meanwhile. A goroutine of its own catches up on pending keys; Pending
+//     counts them and Wait waits until there are none.
+//
+// Package replicatetest has a replica for tests, whose calls can be made to
+// hang or fail, and conformance tests for a Primary of your own.
 //
 // # Using it
 //
@@ -57,6 +61,11 @@
 // when the breaker turns half_open: the replicator then makes the trial call
 // itself with the first pending key, so recovery does not wait for the next
 // write. It stops as soon as the breaker declines a call.
+//
+// New takes the breaker, not its manager, so it learns of half_open from
+// the manager's events only when Options.Manager is set; otherwise it looks
+// at the breaker's state every Options.WatchInterval while keys are
+// pending and the breaker is not closed.
 //
 // # Order
 //
