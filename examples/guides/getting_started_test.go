@@ -17,6 +17,7 @@ import (
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -267,4 +268,29 @@ func TestGettingStartedConfig(t *testing.T) {
 	assert.ErrorIs(t, err, manager.ErrDuplicate)
 	_, err = m.Register("", manager.Config{})
 	assert.Error(t, err)
+}
+
+// TestGettingStartedStore registers the shared breakers of the guide's
+// table: two managers of one process on one memory store.
+func TestGettingStartedStore(t *testing.T) {
+	mock := clock.NewMock()
+	shared := store.NewMemory(mock)
+	var bs [2]*manager.Breaker
+	for i := range bs {
+		m := manager.Start(manager.Options{Clock: mock})
+		defer m.Stop()
+		b, err := m.Register("payments", manager.Config{
+			Strategy: breaker.Consecutive{Failures: 2},
+			Store:    shared,
+			Fallback: store.FailClosed,
+		})
+		require.NoError(t, err)
+		bs[i] = b
+	}
+	fail := func(context.Context) error { return errors.New("down") }
+	_ = bs[0].Do(context.Background(), fail)
+	_ = bs[1].Do(context.Background(), fail) // the second failure, counted in the store
+	assert.Equal(t, breaker.Open, bs[1].State(), "the shared count trips the breaker")
+	assert.Eventually(t, func() bool { return bs[0].State() == breaker.Open }, 5*time.Second, time.Millisecond,
+		"the other manager follows the store")
 }
