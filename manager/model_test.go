@@ -1,0 +1,458 @@
+package manager_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+)
+
+// This file holds the references the reliability tests compare the manager
+// with: the state graph of DESIGN.md §2 (with the manual and shared edges),
+// a checker of each breaker's event stream against it, and refModel, a
+// plain sequential model of one breaker driven by the fuzz target.
+
+// checkEdge reports why e is not an edge of the state graph, or nil. The
+// edges are those of DESIGN.md §2, each with the cause that makes it:
+//
+//	closed    -> open       trip (a failure)
+//	open      -> half_open  timer
+//	half_open -> probing    probe (a caller took the probe)
+//	probing   -> closed     probe (success)
+//	probing   -> open       probe (failure)
+//	probing   -> half_open  probe (ignore) or timer (the probe ran out of time)
+//
+// plus the manual ones: any state -> open by ForceOpen, any state but closed
+// -> closed by Reset or a supervisor's restart, any state -> another by a
+// shared breaker following its store, and From == To for a store that was
+// lost or restored (not a change of state).
+func checkEdge(e manager.Event) error {
+	from, to := e.Transition.From, e.Transition.To
+	if !from.Valid() || !to.Valid() {
+		return fmt.Errorf("%s: %v is not between two states", e.Name, e.Transition)
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("%s: %v with cause %v and outcome %v at gen %d: %s", e.Name, e.Transition, e.Cause, e.Outcome, e.Gen, why)
+	}
+	C, O, H, P := breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing
+	switch e.Cause {
+	case breaker.CauseTrip:
+		if from != C || to != O {
+			return bad("a trip goes from closed to open")
+		}
+		if e.Outcome != classify.Failure {
+			return bad("a trip is made by a failure")
+		}
+	case breaker.CauseTimer:
+		if (from != O && from != P) || to != H {
+			return bad("a timer ends an open period or a probe's time, to half_open")
+		}
+		if e.Outcome != 0 {
+			return bad("a timer has no outcome")
+		}
+	case breaker.CauseProbe:
+		switch {
+		case from == H && to == P:
+			if e.Outcome != 0 {
+				return bad("taking the probe has no outcome")
+			}
+		case from == P && to == C && e.Outcome == classify.Success:
+		case from == P && to == O && e.Outcome == classify.Failure:
+		case from == P && to == H && e.Outcome == classify.Ignore:
+		default:
+			return bad("not a probe's edge (half_open->probing, or probing->closed/open/half_open by success/failure/ignore)")
+		}
+	case breaker.CauseForceOpen:
+		if to != O {
+			return bad("ForceOpen goes to open")
+		}
+	case breaker.CauseReset, breaker.CauseRestart:
+		if to != C || from == C {
+			return bad("a reset or restart closes a breaker that is not closed")
+		}
+	case breaker.CauseShared:
+		if from == to {
+			return bad("following the store changes the state")
+		}
+	case breaker.CauseStoreLost, breaker.CauseStoreRestored:
+		if from != to {
+			return bad("losing or regaining the store is not a change of state")
+		}
+	default:
+		return bad("unknown cause")
+	}
+	return nil
+}
+
+// changesState reports whether an event with cause c is a change of state,
+// which takes the breaker to its next generation.
+func changesState(c breaker.Cause) bool {
+	return c != breaker.CauseStoreLost && c != breaker.CauseStoreRestored
+}
+
+// pathChecker follows the event stream of every breaker of a manager and
+// checks that each is a path through the state graph: every event is an
+// edge, starts where the previous one ended, and takes the generation one
+// further (events of a store lost or restored keep both).
+type pathChecker struct {
+	last   map[string]pathPos
+	edges  map[pathEdge]int // how many times each edge was taken
+	events int
+}
+
+type pathPos struct {
+	state breaker.State
+	gen   uint64
+}
+
+// pathEdge is an edge of the graph with its cause.
+type pathEdge struct {
+	From, To breaker.State
+	Cause    breaker.Cause
+}
+
+func (e pathEdge) String() string {
+	return fmt.Sprintf("%v->%v (%v)", e.From, e.To, e.Cause)
+}
+
+func newPathChecker() *pathChecker {
+	return &pathChecker{last: map[string]pathPos{}, edges: map[pathEdge]int{}}
+}
+
+// start says where breaker name is when its events begin; without it a
+// breaker is taken to start closed at generation 1, as Register leaves it.
+func (c *pathChecker) start(name string, s *breaker.Snapshot) {
+	c.last[name] = pathPos{s.State, s.Gen}
+}
+
+// feed checks the next event.
+func (c *pathChecker) feed(e manager.Event) error {
+	c.events++
+	if err := checkEdge(e); err != nil {
+		return err
+	}
+	pos, ok := c.last[e.Name]
+	if !ok {
+		pos = pathPos{breaker.Closed, 1}
+	}
+	if e.Transition.From != pos.state {
+		return fmt.Errorf("%s: %v (cause %v, gen %d) does not start where the breaker was: %v at gen %d",
+			e.Name, e.Transition, e.Cause, e.Gen, pos.state, pos.gen)
+	}
+	want := pos.gen
+	if changesState(e.Cause) {
+		want++
+	}
+	if e.Gen != want {
+		return fmt.Errorf("%s: %v (cause %v) has gen %d, want %d", e.Name, e.Transition, e.Cause, e.Gen, want)
+	}
+	c.edges[pathEdge{e.Transition.From, e.Transition.To, e.Cause}]++
+	c.last[e.Name] = pathPos{e.Transition.To, e.Gen}
+	return nil
+}
+
+// count returns how many times name's events took the edge.
+func (c *pathChecker) count(from, to breaker.State, cause breaker.Cause) int {
+	return c.edges[pathEdge{from, to, cause}]
+}
+
+// --- the reference model of one breaker ---
+
+// modelEvent is an event the model expects, in the terms of manager.Event.
+type modelEvent struct {
+	From, To breaker.State
+	Cause    breaker.Cause
+	Outcome  classify.Outcome
+	Gen      uint64
+	At       time.Time
+}
+
+func (e modelEvent) String() string {
+	return fmt.Sprintf("%v->%v cause=%v outcome=%v gen=%d at=%v", e.From, e.To, e.Cause, e.Outcome, e.Gen, e.At.UnixNano())
+}
+
+func modelEventOf(e manager.Event) modelEvent {
+	return modelEvent{e.Transition.From, e.Transition.To, e.Cause, e.Outcome, e.Gen, e.At}
+}
+
+// modelPermit is a permit as the model sees it.
+type modelPermit struct {
+	gen   uint64
+	probe bool
+}
+
+// modelStats are the counters of manager.Stats the model predicts.
+type modelStats struct {
+	Successes, Failures, Ignored, Declined, Stale uint64
+}
+
+// modelStrategy is a reference implementation of a trip strategy, written
+// from its documentation.
+type modelStrategy interface {
+	// record counts o and reports whether the breaker trips.
+	record(o classify.Outcome) bool
+	reset()
+}
+
+// modelConsecutive trips on the limit-th failure in a row; a success starts
+// again, an ignored call changes nothing.
+type modelConsecutive struct{ limit, run int }
+
+func (s *modelConsecutive) record(o classify.Outcome) bool {
+	switch o {
+	case classify.Success:
+		s.run = 0
+	case classify.Failure:
+		s.run++
+		return s.run >= s.limit
+	}
+	return false
+}
+
+func (s *modelConsecutive) reset() { s.run = 0 }
+
+// modelRate trips when, among the last window calls (ignored ones left
+// out), at least minCalls were made and failures/calls >= rate.
+type modelRate struct {
+	rate     float64
+	window   int
+	minCalls int
+	calls    []bool // true: a failure; the oldest first
+}
+
+func (s *modelRate) record(o classify.Outcome) bool {
+	if o != classify.Success && o != classify.Failure {
+		return false
+	}
+	s.calls = append(s.calls, o == classify.Failure)
+	if len(s.calls) > s.window {
+		s.calls = s.calls[1:]
+	}
+	if o != classify.Failure {
+		return false
+	}
+	failures := 0
+	for _, f := range s.calls {
+		if f {
+			failures++
+		}
+	}
+	n := len(s.calls)
+	return n >= s.minCalls && float64(failures)/float64(n) >= s.rate
+}
+
+func (s *modelRate) reset() { s.calls = s.calls[:0] }
+
+// refModel is one breaker and its manager, as DESIGN.md and the package
+// docs describe them, without goroutines: every step is applied at once,
+// as a Sync after it makes the real manager do.
+type refModel struct {
+	name  string
+	strat modelStrategy
+	dur   func(n int, opening bool) time.Duration // the scripted Recover's periods
+
+	now          time.Time
+	state        breaker.State
+	gen          uint64
+	since, until time.Time
+	forced       bool
+	halted       bool
+	deadline     time.Time // the timer of the current generation, if timed
+	timed        bool
+
+	recState     int // the scripted Recover's state: Timeout calls since Init
+	panicTimeout bool
+	panicInit    bool
+	inits        int
+	initFailures int
+
+	maxRestarts int
+	window      time.Duration
+	restarts    []time.Time
+
+	stats    modelStats
+	events   []modelEvent      // expected events, since the last take
+	timeouts []recover.Context // expected Recover.Timeout calls, since the last take
+}
+
+func newRefModel(name string, strat modelStrategy, dur func(int, bool) time.Duration, now time.Time, maxRestarts int, window time.Duration) *refModel {
+	return &refModel{
+		name: name, strat: strat, dur: dur,
+		now: now, state: breaker.Closed, gen: 1, since: now,
+		inits: 1, maxRestarts: maxRestarts, window: window,
+	}
+}
+
+// move makes a transition at at, and arms its timer if it needs one.
+func (r *refModel) move(to breaker.State, cause breaker.Cause, o classify.Outcome, at time.Time) {
+	from := r.state
+	r.gen++
+	r.state, r.since, r.until = to, at, time.Time{}
+	r.forced = cause == breaker.CauseForceOpen
+	r.timed = false
+	if to == breaker.Closed {
+		r.strat.reset()
+	}
+	r.events = append(r.events, modelEvent{from, to, cause, o, r.gen, at})
+	tr := breaker.Transition{From: from, To: to}
+	needsTimer := cause != breaker.CauseForceOpen &&
+		(tr == breaker.Transition{From: breaker.Closed, To: breaker.Open} ||
+			tr == breaker.Transition{From: breaker.Probing, To: breaker.Open} ||
+			tr == breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing})
+	if !needsTimer {
+		return
+	}
+	r.timeouts = append(r.timeouts, recover.Context{Name: r.name, Transition: tr, Outcome: o, At: at})
+	if r.panicTimeout {
+		r.panicTimeout = false
+		r.restart()
+		return
+	}
+	d := max(r.dur(r.recState, to == breaker.Open), 0)
+	r.recState++
+	r.deadline, r.timed = at.Add(d), true
+	r.until = r.deadline
+	r.fire()
+}
+
+// restart is the supervisor after a panic in a callback: it counts the
+// panic against the limit, and either halts for good or calls Init again
+// and closes the breaker (one forced open stays so).
+func (r *refModel) restart() {
+	kept := r.restarts[:0]
+	for _, t := range r.restarts {
+		if r.now.Sub(t) < r.window {
+			kept = append(kept, t)
+		}
+	}
+	r.restarts = append(kept, r.now)
+	if len(r.restarts) >= r.maxRestarts {
+		r.halted = true
+		r.gen++ // Halt publishes one last snapshot
+		r.timed = false
+		return
+	}
+	r.timed = false
+	r.inits++
+	if r.panicInit {
+		r.panicInit = false // Init failed: the breaker keeps its state
+		r.initFailures++
+	} else {
+		r.recState = 0
+	}
+	switch {
+	case r.state == breaker.Closed:
+		r.strat.reset()
+	case !r.forced:
+		r.move(breaker.Closed, breaker.CauseRestart, 0, r.now)
+	}
+}
+
+// fire ends the current generation's timer if it is due.
+func (r *refModel) fire() {
+	if !r.timed || r.halted || r.deadline.After(r.now) {
+		return
+	}
+	r.timed = false
+	if !r.forced && (r.state == breaker.Open || r.state == breaker.Probing) {
+		r.move(breaker.HalfOpen, breaker.CauseTimer, 0, r.deadline)
+	}
+}
+
+// advance moves the clock to now, firing the timer on the way.
+func (r *refModel) advance(d time.Duration) {
+	r.now = r.now.Add(d)
+	r.fire()
+}
+
+// acquire returns what Acquire gives: a permit, a declined call's error, or
+// another error (ErrStopped, or the context's error).
+func (r *refModel) acquire(cancelled bool) (modelPermit, *breaker.OpenError, error) {
+	switch {
+	case r.halted:
+		return modelPermit{}, nil, manager.ErrStopped
+	case r.state == breaker.Closed:
+		return modelPermit{gen: r.gen}, nil, nil
+	case r.state == breaker.Open || r.state == breaker.Probing:
+		r.stats.Declined++
+		return modelPermit{}, &breaker.OpenError{Name: r.name, State: r.state, Until: r.until}, nil
+	case cancelled:
+		return modelPermit{}, nil, context.Canceled
+	}
+	// The probe's generation is the one this transition enters; a zero
+	// probe time or a panic in Recover may move the breaker further before
+	// Acquire returns.
+	gen := r.gen + 1
+	r.move(breaker.Probing, breaker.CauseProbe, 0, r.now)
+	return modelPermit{gen: gen, probe: true}, nil, nil
+}
+
+// release reports the outcome of permit p.
+func (r *refModel) release(p modelPermit, o classify.Outcome) {
+	switch o {
+	case classify.Success:
+		r.stats.Successes++
+	case classify.Ignore:
+		r.stats.Ignored++
+	default:
+		r.stats.Failures++
+	}
+	if p.probe {
+		if r.halted || r.state != breaker.Probing || r.gen != p.gen {
+			r.stats.Stale++
+			return
+		}
+		switch o {
+		case classify.Success:
+			r.move(breaker.Closed, breaker.CauseProbe, o, r.now)
+		case classify.Ignore:
+			r.move(breaker.HalfOpen, breaker.CauseProbe, o, r.now)
+		default:
+			r.move(breaker.Open, breaker.CauseProbe, o, r.now)
+		}
+		return
+	}
+	if r.halted || r.state != breaker.Closed || r.gen != p.gen {
+		r.stats.Stale++
+		return
+	}
+	if r.strat.record(o) {
+		r.move(breaker.Open, breaker.CauseTrip, o, r.now)
+	}
+}
+
+// forceOpen is Breaker.ForceOpen.
+func (r *refModel) forceOpen() error {
+	switch {
+	case r.halted:
+		return manager.ErrStopped
+	case r.forced:
+		return nil
+	}
+	r.move(breaker.Open, breaker.CauseForceOpen, 0, r.now)
+	return nil
+}
+
+// reset is Breaker.Reset.
+func (r *refModel) reset() error {
+	switch {
+	case r.halted:
+		return manager.ErrStopped
+	case r.state == breaker.Closed:
+		r.strat.reset()
+		return nil
+	}
+	r.move(breaker.Closed, breaker.CauseReset, 0, r.now)
+	return nil
+}
+
+// take returns the events and Timeout calls expected since the last take.
+func (r *refModel) take() ([]modelEvent, []recover.Context) {
+	evs, tos := r.events, r.timeouts
+	r.events, r.timeouts = nil, nil
+	return evs, tos
+}
