@@ -101,7 +101,13 @@ func changesState(c breaker.Cause) bool {
 type pathChecker struct {
 	last   map[string]pathPos
 	edges  map[pathEdge]int // how many times each edge was taken
+	byName map[pathKey]int  // the same, per breaker
 	events int
+}
+
+type pathKey struct {
+	name string
+	edge pathEdge
 }
 
 type pathPos struct {
@@ -120,7 +126,7 @@ func (e pathEdge) String() string {
 }
 
 func newPathChecker() *pathChecker {
-	return &pathChecker{last: map[string]pathPos{}, edges: map[pathEdge]int{}}
+	return &pathChecker{last: map[string]pathPos{}, edges: map[pathEdge]int{}, byName: map[pathKey]int{}}
 }
 
 // start says where breaker name is when its events begin; without it a
@@ -150,14 +156,16 @@ func (c *pathChecker) feed(e manager.Event) error {
 	if e.Gen != want {
 		return fmt.Errorf("%s: %v (cause %v) has gen %d, want %d", e.Name, e.Transition, e.Cause, e.Gen, want)
 	}
-	c.edges[pathEdge{e.Transition.From, e.Transition.To, e.Cause}]++
+	edge := pathEdge{e.Transition.From, e.Transition.To, e.Cause}
+	c.edges[edge]++
+	c.byName[pathKey{e.Name, edge}]++
 	c.last[e.Name] = pathPos{e.Transition.To, e.Gen}
 	return nil
 }
 
-// count returns how many times name's events took the edge.
-func (c *pathChecker) count(from, to breaker.State, cause breaker.Cause) int {
-	return c.edges[pathEdge{from, to, cause}]
+// count returns how many times the events of breaker name took the edge.
+func (c *pathChecker) count(name string, from, to breaker.State, cause breaker.Cause) int {
+	return c.byName[pathKey{name, pathEdge{from, to, cause}}]
 }
 
 // --- the reference model of one breaker ---
