@@ -164,6 +164,9 @@ func (m *Manager) register(req registerReq) {
 	}
 	b.recState = st
 	b.nextGen = b.mach.Snapshot().Gen + 1
+	if b.sharing != nil {
+		m.attach(b, b.sharing.st)
+	}
 	m.mu.Lock()
 	m.byName[name] = b
 	m.list = append(m.list, b)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/recover"
@@ -43,6 +44,7 @@ const (
 
 // sharing is the part of a Breaker shared through a store.
 type sharing struct {
+	st       store.Store
 	hub      *hub
 	policy   store.Policy
 	fallback store.Fallback
@@ -111,7 +113,7 @@ func newSharing(name string, cfg Config) (*sharing, error) {
 	if cfg.Fallback > store.FailClosed {
 		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
 	}
-	return &sharing{policy: p, fallback: cfg.Fallback}, nil
+	return &sharing{st: cfg.Store, policy: p, fallback: cfg.Fallback}, nil
 }
 
 // attach joins b to the hub of its store, starting the hub if it is the
@@ -124,8 +126,10 @@ func (m *Manager) attach(b *Breaker, st store.Store) {
 		h.breakers.Store(&[]*Breaker{})
 		m.hubs[st] = h
 		m.wg.Add(2)
+		// The ticker is made here, on the loop, so that a mock clock
+		// advanced right after Register already drives it.
 		go m.watch(ctx, h)
-		go m.resync(ctx, h)
+		go m.resync(ctx, h, m.clk.Ticker(m.resyncEvery))
 	}
 	list := append(append([]*Breaker(nil), *h.breakers.Load()...), b)
 	h.breakers.Store(&list)
@@ -169,7 +173,11 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 	defer m.wg.Done()
 	pause := 50 * time.Millisecond
 	for {
-		err := h.st.Watch(ctx, func(c store.Change) {
+		err := h.st.Watch(ctx, func() {
+			// Subscribed: read what changed before, now that nothing
+			// more can be missed.
+			m.goStore(h, func(ctx context.Context) storeMsg { return m.status(ctx, h) })
+		}, func(c store.Change) {
 			m.sendStore(storeMsg{hub: h, kind: msgChange, change: c})
 		})
 		if ctx.Err() != nil {
@@ -192,9 +200,8 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 
 // resync reads the shared state of every breaker of the hub periodically,
 // and reports successes of window policies not reported yet.
-func (m *Manager) resync(ctx context.Context, h *hub) {
+func (m *Manager) resync(ctx context.Context, h *hub, t *clock.Ticker) {
 	defer m.wg.Done()
-	t := m.clk.Ticker(m.resyncEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -202,27 +209,31 @@ func (m *Manager) resync(ctx context.Context, h *hub) {
 			return
 		case <-t.C:
 		}
-		list := *h.breakers.Load()
-		if len(list) == 0 {
-			continue
-		}
-		names := make([]string, len(list))
-		for i, b := range list {
-			names[i] = b.Name()
-		}
 		call, cancel := context.WithTimeout(ctx, m.storeTimeout)
-		for _, b := range list {
+		for _, b := range *h.breakers.Load() {
 			if b.sharing.policy.Window() && !b.sharing.down.Load() {
 				b.flushSuccesses(call)
 			}
 		}
-		st, err := h.st.Status(call, names)
+		msg := m.status(call, h)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		m.sendStore(storeMsg{hub: h, kind: msgStatus, names: list, statuses: st, err: err})
+		msg.hub = h
+		m.sendStore(msg)
 	}
+}
+
+// status reads the shared state of every breaker of the hub.
+func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
+	list := *h.breakers.Load()
+	names := make([]string, len(list))
+	for i, b := range list {
+		names[i] = b.Name()
+	}
+	st, err := h.st.Status(ctx, names)
+	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err}
 }
 
 // flushSuccesses reports the successes of a window policy counted since the
@@ -583,8 +594,6 @@ func (m *Manager) storeDown(h *hub, err error) {
 			m.mirror(b, breaker.Closed, 0)
 		case store.FailClosed:
 			m.mirror(b, breaker.Open, 0)
-		default:
-			b.counter.Reset()
 		}
 	}
 }
@@ -604,6 +613,8 @@ func (m *Manager) storeUp(h *hub) {
 		if !sh.down.CompareAndSwap(true, false) {
 			continue
 		}
+		// The counter counted the outage's calls; the store counts again.
+		b.counter.Reset()
 		m.emitStore(b, breaker.CauseStoreRestored)
 		s := b.mach.Snapshot()
 		switch {

@@ -33,8 +33,16 @@ type Stats struct {
 	// changed state; they changed nothing but these counters.
 	Stale uint64
 	// DroppedEvents counts this breaker's events that a subscriber lost
-	// because its buffer was full.
+	// because its buffer was full (once per subscriber that lost it).
 	DroppedEvents uint64
+
+	// Shared is set for a breaker shared through a store (Config.Store).
+	Shared bool
+	// StoreDown is set while the store cannot be reached and the
+	// breaker's Fallback is in effect.
+	StoreDown bool
+	// StoreErrors counts the store calls of this breaker that failed.
+	StoreErrors uint64
 }
 
 // Stats returns the breaker's counters and state. The counters are read one
@@ -56,5 +64,10 @@ func (b *Breaker) Stats() Stats {
 		DroppedEvents: b.dropped.Load(),
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined
+	if sh := b.sharing; sh != nil {
+		st.Shared = true
+		st.StoreDown = sh.down.Load()
+		st.StoreErrors = sh.errors.Load()
+	}
 	return st
 }

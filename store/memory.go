@@ -213,11 +213,12 @@ func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
 }
 
 // Watch implements Store.
-func (m *Memory) Watch(ctx context.Context, fn func(Change)) error {
+func (m *Memory) Watch(ctx context.Context, ready func(), fn func(Change)) error {
 	w := &memWatcher{ch: make(chan Change, watchBuffer)}
 	m.mu.Lock()
 	m.watchers[w] = struct{}{}
 	m.mu.Unlock()
+	ready()
 	defer func() {
 		m.mu.Lock()
 		delete(m.watchers, w)

@@ -66,9 +66,11 @@ type Store interface {
 	Status(ctx context.Context, names []string) ([]Status, error)
 	// Watch calls fn with every change any process makes, in order, until
 	// ctx is done (it then returns nil) or the connection to the store
-	// fails (it returns the error; call it again to resume). fn must not
-	// block.
-	Watch(ctx context.Context, fn func(Change)) error
+	// fails (it returns the error; call it again to resume). It calls
+	// ready once the subscription is in place: changes made before that
+	// may be missed, so a caller reads the state it needs after ready.
+	// Neither fn nor ready may block.
+	Watch(ctx context.Context, ready func(), fn func(Change)) error
 }
 
 // Policy is a breaker's strategy in the terms a store evaluates. Exactly one

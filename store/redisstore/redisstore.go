@@ -260,7 +260,7 @@ func positive(d time.Duration) time.Duration {
 }
 
 // Watch implements store.Store with a subscription to the changes channel.
-func (s *Store) Watch(ctx context.Context, fn func(store.Change)) error {
+func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -275,6 +275,7 @@ func (s *Store) Watch(ctx context.Context, fn func(store.Change)) error {
 		}
 		return fmt.Errorf("redisstore: subscribe to %s: %w", s.channel, err)
 	}
+	ready()
 	for {
 		msg, err := sub.ReceiveMessage(ctx)
 		if err != nil {

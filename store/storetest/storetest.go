@@ -309,7 +309,13 @@ func watch(t *testing.T, h Harness) {
 	wctx, cancel := context.WithCancel(context.Background())
 	changes := make(chan store.Change, 16)
 	done := make(chan error, 1)
-	go func() { done <- s.Watch(wctx, func(c store.Change) { changes <- c }) }()
+	subscribed := make(chan struct{})
+	go func() { done <- s.Watch(wctx, func() { close(subscribed) }, func(c store.Change) { changes <- c }) }()
+	select {
+	case <-subscribed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not call ready within 5s")
+	}
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

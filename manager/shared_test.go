@@ -1,0 +1,429 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// watched wraps a real store to count the calls that reach it, to record
+// the verdicts it gives, and to cut it off (every call fails) on demand.
+type watched struct {
+	store.Store
+	calls    atomic.Int64
+	cut      atomic.Bool
+	mu       sync.Mutex
+	verdicts []int64
+}
+
+var errCut = errors.New("store cut off by the test")
+
+func (w *watched) RecordFailure(ctx context.Context, name string, p store.Policy, n int64) (store.Verdict, error) {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return store.Verdict{}, errCut
+	}
+	v, err := w.Store.RecordFailure(ctx, name, p, n)
+	if err == nil {
+		w.mu.Lock()
+		w.verdicts = append(w.verdicts, v.Failures)
+		w.mu.Unlock()
+	}
+	return v, err
+}
+
+func (w *watched) RecordSuccess(ctx context.Context, name string, p store.Policy, n int64) error {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return errCut
+	}
+	return w.Store.RecordSuccess(ctx, name, p, n)
+}
+
+func (w *watched) Open(ctx context.Context, name string, d time.Duration) (time.Duration, bool, error) {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return 0, false, errCut
+	}
+	return w.Store.Open(ctx, name, d)
+}
+
+func (w *watched) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, store.Status, error) {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return false, store.Status{}, errCut
+	}
+	return w.Store.AcquireProbe(ctx, name, token, lease)
+}
+
+func (w *watched) Resolve(ctx context.Context, name, token string, o classify.Outcome, d time.Duration) (bool, error) {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return false, errCut
+	}
+	return w.Store.Resolve(ctx, name, token, o, d)
+}
+
+func (w *watched) Status(ctx context.Context, names []string) ([]store.Status, error) {
+	if w.cut.Load() {
+		return nil, errCut
+	}
+	return w.Store.Status(ctx, names)
+}
+
+func (w *watched) Watch(ctx context.Context, ready func(), fn func(store.Change)) error {
+	if w.cut.Load() {
+		return errCut
+	}
+	return w.Store.Watch(ctx, ready, fn)
+}
+
+// fleet starts n managers on one mock clock, each with a breaker "svc"
+// shared through st.
+func fleet(t *testing.T, n int, mock *clock.Mock, st store.Store, cfg manager.Config) ([]*manager.Manager, []*manager.Breaker) {
+	t.Helper()
+	cfg.Store = st
+	var ms []*manager.Manager
+	var bs []*manager.Breaker
+	for range n {
+		m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Hour})
+		t.Cleanup(m.Stop)
+		ms = append(ms, m)
+		bs = append(bs, register(t, m, "svc", cfg))
+	}
+	return ms, bs
+}
+
+// eventually polls cond, with short pauses, until it holds or 5s pass: the
+// store's changes reach the other managers through their watchers'
+// goroutines, which Sync does not wait for.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so within 5s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func allIn(bs []*manager.Breaker, st breaker.State) func() bool {
+	return func() bool {
+		for _, b := range bs {
+			if b.State() != st {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Four managers with fifty goroutines each fail at once against one shared
+// Consecutive{Failures: 1000}: the store hands out every count from 1 up
+// exactly once, the breaker opens on the 1,000th failure, and what got
+// through after it is only what was already in flight.
+func TestSharedNoLostCounts(t *testing.T) {
+	mock := clock.NewMock()
+	st := &watched{Store: store.NewMemory(mock)}
+	_, bs := fleet(t, 4, mock, st, manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1000},
+		Recover:  recover.BasicTimeout{Open: time.Minute},
+	})
+	var wg sync.WaitGroup
+	var made atomic.Int64
+	start := make(chan struct{})
+	for _, b := range bs {
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for {
+					p, err := b.Acquire(context.Background())
+					if err != nil {
+						require.ErrorIs(t, err, breaker.ErrOpen)
+						return
+					}
+					made.Add(1)
+					p.Release(errBoom)
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+
+	st.mu.Lock()
+	counts := slices.Clone(st.verdicts)
+	st.mu.Unlock()
+	slices.Sort(counts)
+	var stale uint64
+	for _, b := range bs {
+		stale += b.Stats().Stale
+	}
+	require.Len(t, counts, int(made.Load())-int(stale), "every failure but the stale ones (released after the trip) reached the store once")
+	for i, c := range counts {
+		require.Equal(t, int64(i+1), c, "the store's counts are 1..%d with none lost or repeated", len(counts))
+	}
+	assert.GreaterOrEqual(t, len(counts), 1000)
+	assert.LessOrEqual(t, len(counts), 1000+4*50, "after the 1,000th failure only calls already in flight may fail")
+	eventually(t, "every manager is open", allIn(bs, breaker.Open))
+}
+
+// Four managers, one goroutine each, call a failing service through a
+// shared Consecutive{Failures: 5}: the service sees at most 5 + 4 calls
+// before every one of them declines. Four unshared breakers let 20 through.
+func TestSharedFleetTripsTogether(t *testing.T) {
+	run := func(t *testing.T, shared bool) int64 {
+		mock := clock.NewMock()
+		var hits atomic.Int64
+		service := func(context.Context) error { hits.Add(1); return errBoom }
+		cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 5}, Recover: recover.BasicTimeout{Open: time.Minute}}
+		var bs []*manager.Breaker
+		if shared {
+			_, bs = fleet(t, 4, mock, store.NewMemory(mock), cfg)
+		} else {
+			for range 4 {
+				m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger})
+				t.Cleanup(m.Stop)
+				bs = append(bs, register(t, m, "svc", cfg))
+			}
+		}
+		var wg sync.WaitGroup
+		for _, b := range bs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for declined := 0; declined < 3; {
+					if err := b.Do(context.Background(), service); errors.Is(err, breaker.ErrOpen) {
+						declined++
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return hits.Load()
+	}
+	shared := run(t, true)
+	assert.GreaterOrEqual(t, shared, int64(5))
+	assert.LessOrEqual(t, shared, int64(5+4), "calls reaching the service through a shared breaker")
+	assert.Equal(t, int64(20), run(t, false), "calls reaching the service through four unshared breakers")
+}
+
+// When the open period ends, four managers with fifty goroutines each make
+// exactly one trial call between them; its success closes every breaker.
+func TestSharedOneProbe(t *testing.T) {
+	mock := clock.NewMock()
+	ms, bs := fleet(t, 4, mock, store.NewMemory(mock), manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover:  recover.BasicTimeout{Open: time.Second, ProbeTimeout: time.Minute},
+	})
+	fail(t, bs[0], 1)
+	eventually(t, "every manager is open", allIn(bs, breaker.Open))
+	mock.Add(time.Second)
+	for _, m := range ms {
+		m.Sync()
+	}
+	require.True(t, allIn(bs, breaker.HalfOpen)(), "every manager is half-open once the open period is over")
+
+	var trials atomic.Int64
+	release := make(chan struct{})
+	service := func(context.Context) error {
+		trials.Add(1)
+		<-release
+		return nil
+	}
+	var wg sync.WaitGroup
+	var declined atomic.Int64
+	start := make(chan struct{})
+	var probeDone sync.WaitGroup
+	for _, b := range bs {
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				p, err := b.Acquire(context.Background())
+				if err != nil {
+					require.ErrorIs(t, err, breaker.ErrOpen)
+					declined.Add(1)
+					return
+				}
+				probeDone.Add(1)
+				go func() {
+					defer probeDone.Done()
+					p.Release(service(context.Background()))
+				}()
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, int64(4*50-1), declined.Load(), "everyone but one caller is declined")
+	eventually(t, "the trial call started", func() bool { return trials.Load() == 1 })
+	close(release)
+	probeDone.Wait()
+	assert.Equal(t, int64(1), trials.Load(), "trial calls made by the fleet")
+	eventually(t, "every manager closed after the probe", allIn(bs, breaker.Closed))
+}
+
+// A call through a healthy shared breaker never reaches the store.
+func TestSharedHealthyCallsStayLocal(t *testing.T) {
+	mock := clock.NewMock()
+	st := &watched{Store: store.NewMemory(mock)}
+	_, bs := fleet(t, 2, mock, st, manager.Config{Strategy: breaker.Consecutive{Failures: 5}})
+	eventually(t, "the first resync of each breaker", func() bool { return true })
+	before := st.calls.Load()
+	for i := range 10_000 {
+		require.NoError(t, bs[i%2].Do(context.Background(), func(context.Context) error { return nil }))
+	}
+	assert.Equal(t, before, st.calls.Load(), "store calls made by 10,000 healthy calls")
+
+	// One failure costs one store call, and the first success after it one
+	// more (it ends the shared run of failures); later successes none.
+	release(t, bs[0], errBoom)
+	release(t, bs[0], nil)
+	release(t, bs[0], nil)
+	assert.Equal(t, before+2, st.calls.Load())
+}
+
+// The process that opens the breaker decides the open period; the others
+// follow the period the store holds, whatever their own Recover says.
+func TestSharedOpenerDecidesThePeriod(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	ms, bs := fleet(t, 1, mock, mem, manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: recover.BasicTimeout{Open: 2 * time.Second}})
+	ms2, bs2 := fleet(t, 1, mock, mem, manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: recover.BasicTimeout{Open: 10 * time.Second}})
+	t0 := mock.Now()
+	fail(t, bs[0], 1)
+	ms[0].Sync()
+	eventually(t, "the second manager follows", func() bool { return bs2[0].State() == breaker.Open })
+	ms2[0].Sync()
+	assert.WithinDuration(t, t0.Add(2*time.Second), bs2[0].Snapshot().Until, 0, "the follower's open period ends when the opener's does")
+	mock.Add(2 * time.Second)
+	ms[0].Sync()
+	ms2[0].Sync()
+	assert.Equal(t, breaker.HalfOpen, bs[0].State())
+	assert.Equal(t, breaker.HalfOpen, bs2[0].State())
+}
+
+// A strategy no store can evaluate is refused at Register.
+func TestSharedRefusesUnshareableStrategy(t *testing.T) {
+	m, mock := startMock(t)
+	_, err := m.Register("svc", manager.Config{
+		Strategy: breaker.FailureRate{Rate: 0.5, Window: 100},
+		Store:    store.NewMemory(mock),
+	})
+	require.ErrorIs(t, err, store.ErrNotShareable)
+	assert.Contains(t, err.Error(), `"svc"`)
+	assert.Contains(t, err.Error(), "Strategy")
+}
+
+// TimeWindow is shared too: the rate is over the calls of every process.
+func TestSharedTimeWindow(t *testing.T) {
+	mock := clock.NewMock()
+	_, bs := fleet(t, 2, mock, store.NewMemory(mock), manager.Config{
+		Strategy: breaker.TimeWindow{Rate: 0.5, Period: 10 * time.Second, MinCalls: 4},
+		Recover:  recover.BasicTimeout{Open: time.Minute},
+	})
+	release(t, bs[0], nil)
+	release(t, bs[1], nil)
+	release(t, bs[0], errBoom) // reports its one success with it: 2 calls, 1 failure
+	assert.Equal(t, breaker.Closed, bs[0].State())
+	release(t, bs[1], errBoom) // 4 calls, 2 failures: rate 0.5
+	assert.Equal(t, breaker.Open, bs[1].State(), "the fleet's rate reached 0.5")
+	eventually(t, "the other manager follows", allIn(bs, breaker.Open))
+}
+
+// While the store is unreachable a shared breaker protects its process on
+// its own state machine; when the store answers again the breaker tells the
+// fleet what it decided meanwhile.
+func TestSharedFallbackLocal(t *testing.T) {
+	mock := clock.NewMock()
+	st := &watched{Store: store.NewMemory(mock)}
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Second})
+	t.Cleanup(m.Stop)
+	events, cancel := m.Subscribe(64)
+	defer cancel()
+	b := register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Store: st, Recover: recover.BasicTimeout{Open: time.Minute}})
+
+	st.cut.Store(true)
+	fail(t, b, 1) // the store call fails: the fallback takes over
+	m.Sync()
+	assert.True(t, b.Stats().StoreDown)
+	fail(t, b, 2) // counted locally: 3 in a row trips
+	require.Equal(t, breaker.Open, b.State())
+	m.Sync()
+	ev := <-events
+	assert.Equal(t, breaker.CauseStoreLost, ev.Cause)
+	assert.Equal(t, ev.Transition.From, ev.Transition.To)
+	ev = <-events
+	assert.Equal(t, breaker.Transition{From: breaker.Closed, To: breaker.Open}, ev.Transition)
+
+	st.cut.Store(false)
+	mock.Add(time.Second) // the next resync finds the store again
+	eventually(t, "the store is back", func() bool { return !b.Stats().StoreDown })
+	eventually(t, "the local opening reached the store", func() bool {
+		s, err := st.Status(context.Background(), []string{"svc"})
+		return err == nil && s[0].Open > 0
+	})
+	m.Sync()
+	ev = <-events
+	assert.Equal(t, breaker.CauseStoreRestored, ev.Cause)
+}
+
+// With FailOpen an unreachable store lets every call through; with
+// FailClosed it declines every call.
+func TestSharedFailOpenAndFailClosed(t *testing.T) {
+	for _, tc := range []struct {
+		fallback store.Fallback
+		want     breaker.State
+	}{
+		{store.FailOpen, breaker.Closed},
+		{store.FailClosed, breaker.Open},
+	} {
+		t.Run(tc.fallback.String(), func(t *testing.T) {
+			mock := clock.NewMock()
+			st := &watched{Store: store.NewMemory(mock)}
+			m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Second})
+			t.Cleanup(m.Stop)
+			b := register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Store: st, Fallback: tc.fallback})
+			st.cut.Store(true)
+			p, err := b.Acquire(context.Background())
+			require.NoError(t, err)
+			p.Release(errBoom)
+			m.Sync()
+			require.True(t, b.Stats().StoreDown)
+			for range 10 {
+				p, err := b.Acquire(context.Background())
+				if tc.want == breaker.Closed {
+					require.NoError(t, err)
+					p.Release(errBoom)
+				} else {
+					require.ErrorIs(t, err, breaker.ErrOpen)
+				}
+			}
+			assert.Equal(t, tc.want, b.State())
+			st.cut.Store(false)
+			mock.Add(time.Second)
+			eventually(t, "the store is back", func() bool { return !b.Stats().StoreDown })
+			m.Sync()
+			assert.Equal(t, breaker.Closed, b.State(), "the breaker follows the store again")
+		})
+	}
+}
