@@ -26,10 +26,12 @@ const RequireEnv = "FUSEBOX_REQUIRE_REDIS"
 
 // Server is a redis-server process started for a test.
 type Server struct {
-	tb   testing.TB
-	bin  string
-	port int
-	dir  string
+	tb    testing.TB
+	bin   string
+	port  int
+	dir   string
+	extra []string // more arguments, such as --cluster-enabled yes
+	conf  string   // a configuration file to start with, if any
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -39,6 +41,13 @@ type Server struct {
 // test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return startWith(tb, "")
+}
+
+// Binary returns the path of redis-server, or skips the test (fails it,
+// under FUSEBOX_REQUIRE_REDIS=1) when there is none.
+func Binary(tb testing.TB) string {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		msg := "redis-server not found on PATH; install it (Debian: apt-get install -y redis-server) to run this test"
@@ -47,11 +56,73 @@ func Start(tb testing.TB) *Server {
 		}
 		tb.Skip(msg)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
+	return bin
+}
+
+func startWith(tb testing.TB, conf string, extra ...string) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, bin: Binary(tb), dir: tb.TempDir(), conf: conf, extra: extra}
 	s.port = freePort(tb)
 	s.start()
 	tb.Cleanup(s.Kill)
 	return s
+}
+
+// StartCluster starts a Redis Cluster of n masters (n >= 3), each on a free
+// loopback port, and returns their addresses once the cluster reports
+// itself healthy.
+func StartCluster(tb testing.TB, n int) []string {
+	tb.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		Binary(tb) // skips or fails the same way
+		tb.Skip("redis-cli not found on PATH; it comes with redis-server (Debian: apt-get install -y redis-server)")
+	}
+	var addrs []string
+	for range n {
+		s := startWith(tb, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		addrs = append(addrs, s.Addr())
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok := true
+		for _, a := range addrs {
+			host, port, _ := net.SplitHostPort(a)
+			out, err := exec.Command(cli, "-h", host, "-p", port, "cluster", "info").Output()
+			if err != nil || !strings.Contains(string(out), "cluster_state:ok") {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: the cluster on %v did not become healthy within 15s", addrs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StartSentinel starts a Redis Sentinel watching master under the name
+// "fusebox", and returns its address and the master's name, for a failover
+// client.
+func StartSentinel(tb testing.TB, master *Server) (addr, name string) {
+	tb.Helper()
+	name = "fusebox"
+	conf := tb.TempDir() + "/sentinel.conf"
+	host, port, _ := net.SplitHostPort(master.Addr())
+	body := fmt.Sprintf("sentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n", name, host, port, name)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	s := startWith(tb, conf, "--sentinel")
+	return s.Addr(), name
 }
 
 // Addr returns the server's host:port.
@@ -59,14 +130,21 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 
 func (s *Server) start() {
 	s.tb.Helper()
-	cmd := exec.Command(s.bin,
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", s.dir,
 		"--protected-mode", "no",
 	)
+	if s.conf == "" {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	args = append(args, s.extra...)
+	cmd := exec.Command(s.bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		s.tb.Fatalf("redistest: %v", err)
@@ -86,7 +164,7 @@ func (s *Server) start() {
 			logMu.Lock()
 			log.WriteString(line + "\n")
 			logMu.Unlock()
-			if !signalled && strings.Contains(line, "Ready to accept connections") {
+			if !signalled && (strings.Contains(line, "Ready to accept connections") || strings.Contains(line, "+monitor master")) {
 				signalled = true
 				close(ready)
 			}

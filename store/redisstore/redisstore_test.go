@@ -32,3 +32,34 @@ func TestRedisConformance(t *testing.T) {
 		Real:    true,
 	})
 }
+
+func TestRedisClusterConformance(t *testing.T) {
+	addrs := redistest.StartCluster(t, 3)
+	prefix := 0
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) store.Store {
+			prefix++
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+			t.Cleanup(func() { c.Close() })
+			return redisstore.New(c, redisstore.Options{Prefix: "c" + string(rune('a'+prefix))})
+		},
+		Advance: func(t *testing.T, d time.Duration) {},
+		Real:    true,
+	})
+}
+
+func TestRedisFailoverConformance(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel, name := redistest.StartSentinel(t, master)
+	prefix := 0
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) store.Store {
+			prefix++
+			c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: []string{sentinel}})
+			t.Cleanup(func() { c.Close() })
+			return redisstore.New(c, redisstore.Options{Prefix: "f" + string(rune('a'+prefix))})
+		},
+		Advance: func(t *testing.T, d time.Duration) {},
+		Real:    true,
+	})
+}
