@@ -166,6 +166,11 @@ func (m *Manager) register(req registerReq) {
 	b.nextGen = b.mach.Snapshot().Gen + 1
 	if b.sharing != nil {
 		m.attach(b, b.sharing.st)
+		if req.sharedErr != nil {
+			m.storeDown(b.sharing.hub, req.sharedErr)
+		} else {
+			m.reconcile(b, req.shared)
+		}
 	}
 	m.mu.Lock()
 	m.byName[name] = b

@@ -66,6 +66,9 @@ type note struct {
 type registerReq struct {
 	b     *Breaker
 	reply chan error
+	// shared is what the store said of a shared breaker as it registered.
+	shared    store.Status
+	sharedErr error
 }
 
 // Manager runs a set of named breakers. Create one with Start and stop it
@@ -199,6 +202,16 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	}
 	b.mach.Init(name, counter, m.clk.Now())
 	req := registerReq{b: b, reply: make(chan error, 1)}
+	if b.sharing != nil {
+		// Start in the fleet's state: a replica joining an open fleet
+		// must not call the service in the meantime.
+		ctx, cancel := m.storeCtx(nil)
+		st, err := b.sharing.st.Status(ctx, []string{name})
+		cancel()
+		if req.sharedErr = err; err == nil && len(st) == 1 {
+			req.shared = st[0]
+		}
+	}
 	select {
 	case m.registerc <- req:
 	case <-m.done:

@@ -137,11 +137,6 @@ func (m *Manager) attach(b *Breaker, st store.Store) {
 	if h.down {
 		b.sharing.down.Store(true)
 	}
-	// Learn the shared state now rather than at the next resync.
-	m.goStore(h, func(ctx context.Context) storeMsg {
-		st, err := h.st.Status(ctx, []string{b.Name()})
-		return storeMsg{kind: msgStatus, names: []*Breaker{b}, statuses: st, err: err}
-	})
 }
 
 // goStore runs a store call off the loop, with the store deadline, and

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -12,7 +13,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
