@@ -38,14 +38,16 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // peer is one manager with its own Redis client.
 type peer struct {
-	m *manager.Manager
-	b *manager.Breaker
-	c *redis.Client
+	m  *manager.Manager
+	b  *manager.Breaker
+	c  *redis.Client
+	st *redisstore.Store
 }
 
 func startPeer(t testing.TB, addr, name string, cfg manager.Config, opts manager.Options) *peer {
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	cfg.Store = redisstore.New(c, redisstore.Options{})
+	st := redisstore.New(c, redisstore.Options{})
+	cfg.Store = st
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
@@ -56,7 +58,7 @@ func startPeer(t testing.TB, addr, name string, cfg manager.Config, opts manager
 		c.Close()
 		t.Fatalf("Register: %v", err)
 	}
-	r := &peer{m: m, b: b, c: c}
+	r := &peer{m: m, b: b, c: c, st: st}
 	t.Cleanup(r.stop)
 	return r
 }
