@@ -504,24 +504,33 @@ func TestFaultClassifierPanicInDo(t *testing.T) {
 	requireState(t, b, breaker.Closed, "after a good probe")
 }
 
-// lateCounter is the counter of Consecutive with a hook: the Record call
-// of a failure passed to hold waits until released, as a caller preempted
-// between the breaker's generation check and its counter may.
-type lateCounter struct {
-	breaker.Counter
+// lateHook holds up the Record call of the first failure recorded while
+// hold is set, until release is closed: as a caller preempted between the
+// breaker's generation check and its counter would be.
+type lateHook struct {
 	hold    atomic.Bool
 	entered chan struct{}
 	release chan struct{}
 }
 
-type lateStrategy struct{ c *lateCounter }
+// lateStrategy is Consecutive{Failures: 2} whose counters go through a
+// lateHook.
+type lateStrategy struct{ hook *lateHook }
 
-func (s lateStrategy) NewCounter() (breaker.Counter, error) { return s.c, nil }
+func (s lateStrategy) NewCounter() (breaker.Counter, error) {
+	inner, err := breaker.Consecutive{Failures: 2}.NewCounter()
+	return &lateCounter{Counter: inner, hook: s.hook}, err
+}
+
+type lateCounter struct {
+	breaker.Counter
+	hook *lateHook
+}
 
 func (c *lateCounter) Record(o classify.Outcome, now time.Time) bool {
-	if c.hold.CompareAndSwap(true, false) {
-		close(c.entered)
-		<-c.release
+	if o == classify.Failure && c.hook.hold.CompareAndSwap(true, false) {
+		close(c.hook.entered)
+		<-c.hook.release
 	}
 	return c.Counter.Record(o, now)
 }
@@ -533,9 +542,7 @@ func (c *lateCounter) Record(o classify.Outcome, now time.Time) bool {
 // failure in a row, must still need two failures of its new generation.
 func TestFaultLateReleaseAfterRecovery(t *testing.T) {
 	m, mock := startMock(t)
-	inner, err := breaker.Consecutive{Failures: 2}.NewCounter()
-	require.NoError(t, err)
-	c := &lateCounter{Counter: inner, entered: make(chan struct{}), release: make(chan struct{})}
+	c := &lateHook{entered: make(chan struct{}), release: make(chan struct{})}
 	b := register(t, m, "late", manager.Config{
 		Strategy: lateStrategy{c},
 		Recover:  recover.BasicTimeout{Open: time.Second},
