@@ -27,11 +27,10 @@ var strategies = []struct {
 func BenchmarkMachineAcquireRecord(b *testing.B) {
 	for _, st := range strategies {
 		b.Run(st.name, func(b *testing.B) {
-			c, err := st.s.NewCounter()
+			m, err := breaker.NewMachine("bench", st.s, t0)
 			if err != nil {
 				b.Fatal(err)
 			}
-			m := breaker.NewMachine("bench", c, t0)
 			now := time.Now()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -41,11 +40,10 @@ func BenchmarkMachineAcquireRecord(b *testing.B) {
 			}
 		})
 		b.Run(st.name+"/parallel", func(b *testing.B) {
-			c, err := st.s.NewCounter()
+			m, err := breaker.NewMachine("bench", st.s, t0)
 			if err != nil {
 				b.Fatal(err)
 			}
-			m := breaker.NewMachine("bench", c, t0)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				now := time.Now()
@@ -110,11 +108,10 @@ func BenchmarkCounterRecord(b *testing.B) {
 
 // BenchmarkMachineAcquireDeclined is a call declined by an open breaker.
 func BenchmarkMachineAcquireDeclined(b *testing.B) {
-	c, err := breaker.Consecutive{Failures: 1}.NewCounter()
+	m, err := breaker.NewMachine("bench", breaker.Consecutive{Failures: 1}, t0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := breaker.NewMachine("bench", c, t0)
 	m.ForceOpen(t0)
 	b.ReportAllocs()
 	for b.Loop() {

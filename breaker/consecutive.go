@@ -50,7 +50,6 @@ func (c *consecutiveCounter) Record(o classify.Outcome, _ time.Time) bool {
 	return false
 }
 
-func (c *consecutiveCounter) Reset()          { c.n.Store(0) }
 func (c *consecutiveCounter) UsesClock() bool { return false }
 
 // Count returns the current run of failures. It is meant for tests and

@@ -15,11 +15,10 @@ import (
 // manager does the same with a clock and timers.
 func ExampleMachine() {
 	start := time.Date(2026, 1, 2, 15, 4, 0, 0, time.UTC)
-	counter, err := breaker.Consecutive{Failures: 2}.NewCounter()
+	m, err := breaker.NewMachine("payments", breaker.Consecutive{Failures: 2}, start)
 	if err != nil {
 		panic(err)
 	}
-	m := breaker.NewMachine("payments", counter, start)
 
 	// release reports a closed-state call's outcome and trips the breaker
 	// when the strategy says so.
@@ -65,8 +64,7 @@ func ExampleMachine() {
 // breaker went back to half_open and another caller may probe.
 func ExampleMachine_staleProbe() {
 	start := time.Date(2026, 1, 2, 15, 4, 0, 0, time.UTC)
-	counter, _ := breaker.Consecutive{Failures: 1}.NewCounter()
-	m := breaker.NewMachine("search", counter, start)
+	m, _ := breaker.NewMachine("search", breaker.Consecutive{Failures: 1}, start)
 
 	t, _, _ := m.Acquire(start)
 	m.Record(t, classify.Failure, start)

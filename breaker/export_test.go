@@ -5,7 +5,7 @@ import "math/bits"
 // RateCounts returns, for a counter made by FailureRate.NewCounter, the
 // running failure count that Record compares against the threshold and the
 // number of failures the ring of bits actually holds. The two must agree
-// whenever no Record or Reset is running.
+// whenever no Record is running.
 func RateCounts(c Counter) (running, ring int64) {
 	rc := c.(*rateCounter)
 	for i := range rc.bits {

@@ -2,7 +2,6 @@ package breaker
 
 import (
 	"math"
-	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -105,20 +104,6 @@ func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 	calls := min(n, c.window)
 	// failures may be below zero for a moment while other calls flip bits.
 	return calls >= c.min && failures > 0 && reached(uint64(failures), calls, c.rate)
-}
-
-// Reset clears the ring one word at a time and takes from the running count
-// exactly the failures it cleared, rather than storing zero into it: a
-// closed breaker can be reset while callers record into it, and every bit
-// set or cleared, by a caller or by Reset, must be matched by one change of
-// the count, or the count drifts from the ring for good.
-func (c *rateCounter) Reset() {
-	for i := range c.bits {
-		if n := bits.OnesCount64(c.bits[i].Swap(0)); n != 0 {
-			c.failures.Add(-int64(n))
-		}
-	}
-	c.pos.Store(0)
 }
 
 func (c *rateCounter) UsesClock() bool { return false }

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type Snapshot struct {
 	admit   bool      // State == Closed && !Halted: the one check on the hot path
 	decline bool      // State is Open or Probing, and not Halted
 	err     OpenError // what a declined call gets, built with the snapshot
+	counter Counter   // the closed period's own counter; nil in other states
 }
 
 // Admits reports whether a call acquired now goes through without becoming
@@ -95,33 +97,64 @@ const (
 
 // Machine is one breaker's state machine. It is safe for concurrent use; see
 // the package documentation.
+//
+// Every closed period counts in a Counter of its own, made by the strategy
+// as the breaker closes and published in the same snapshot as the closed
+// state. An outcome reported for an earlier period can therefore never
+// reach the counter of the current one, however late it comes: it finds
+// its own period's counter, which nothing reads any more.
 type Machine struct {
-	cur     atomic.Pointer[Snapshot]
-	counter Counter
-	name    string
+	cur      atomic.Pointer[Snapshot]
+	strategy Strategy
+	first    Counter // the first period's counter, kept in case the strategy fails later
+	name     string
+	clock    bool
 }
 
-// NewMachine returns a closed breaker named name, counting outcomes with c,
-// that entered the closed state at now.
-func NewMachine(name string, c Counter, now time.Time) *Machine {
+// NewMachine returns a closed breaker named name, tripped by strategy s,
+// that entered the closed state at now. It fails if the strategy is
+// invalid.
+func NewMachine(name string, s Strategy, now time.Time) (*Machine, error) {
 	m := new(Machine)
-	m.Init(name, c, now)
-	return m
+	if err := m.Init(name, s, now); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Init makes a zero Machine what NewMachine returns, for drivers that keep
 // the machine inside a larger struct. It must be called before any other
 // method, and only once.
-func (m *Machine) Init(name string, c Counter, now time.Time) {
-	m.name, m.counter = name, c
-	m.cur.Store(m.snapshot(Closed, 1, now, time.Time{}, false, false))
+func (m *Machine) Init(name string, s Strategy, now time.Time) error {
+	c, err := s.NewCounter()
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
+	}
+	m.name, m.strategy, m.first, m.clock = name, s, c, c.UsesClock()
+	next := m.snapshot(Closed, 1, now, time.Time{}, false, false)
+	next.counter = c
+	m.cur.Store(next)
+	return nil
 }
 
 // Name returns the breaker's name.
 func (m *Machine) Name() string { return m.name }
 
-// Counter returns the strategy's counter.
-func (m *Machine) Counter() Counter { return m.counter }
+// UsesClock reports whether the strategy's counters need the time of each
+// call (see Counter.UsesClock).
+func (m *Machine) UsesClock() bool { return m.clock }
+
+// counter returns a fresh counter for a new closed period. A strategy that
+// could make one before but fails now falls back on the first counter.
+func (m *Machine) newCounter() Counter {
+	if c, err := m.strategy.NewCounter(); err == nil && c != nil {
+		return c
+	}
+	return m.first
+}
 
 // Snapshot returns the current state.
 func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
@@ -141,12 +174,10 @@ func (m *Machine) move(from *Snapshot, to State, now time.Time, o classify.Outco
 	if from.Halted {
 		return Step{}, false
 	}
-	if to == Closed {
-		// Before publishing, so that no call admitted in the new
-		// generation records into a counter that is about to be cleared.
-		m.counter.Reset()
-	}
 	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false)
+	if to == Closed {
+		next.counter = m.newCounter()
+	}
 	if !m.cur.CompareAndSwap(from, next) {
 		return Step{}, false
 	}
@@ -177,12 +208,14 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *OpenError) {
 	}
 }
 
-// Current reports whether t, a ticket granted in the closed state, is still
-// current: the breaker has not changed generation since. Record is Current
-// followed by the counter's Record.
-func (m *Machine) Current(t Ticket) bool {
-	s := m.cur.Load()
-	return s.Gen == t.Gen && s.admit && !t.Probe
+// Current returns the counter of the closed period t was granted in, if t
+// is still current (the breaker has not changed generation since), or nil.
+// Record is Current followed by the counter's Record.
+func (m *Machine) Current(t Ticket) Counter {
+	if s := m.cur.Load(); s.Gen == t.Gen && s.admit && !t.Probe {
+		return s.counter
+	}
+	return nil
 }
 
 // Record reports the outcome of a call admitted in the closed state. It
@@ -191,10 +224,11 @@ func (m *Machine) Current(t Ticket) bool {
 // counter and reports whether the breaker should now trip: then the caller
 // calls Trip. now is only read by counters whose UsesClock is true.
 func (m *Machine) Record(t Ticket, o classify.Outcome, now time.Time) (trip bool, r Release) {
-	if !m.Current(t) {
+	c := m.Current(t)
+	if c == nil {
 		return false, Stale
 	}
-	return m.counter.Record(o, now), Counted
+	return c.Record(o, now), Counted
 }
 
 // Trip opens a closed breaker of generation gen, at now, because of a call
@@ -281,10 +315,11 @@ func (m *Machine) ForceOpen(now time.Time) (Step, bool) {
 }
 
 // Reset closes the breaker at now, whatever its state, with cause (CauseReset
-// for a reset by hand, CauseRestart for a supervisor's restart), and clears
-// its counter. A breaker forced open stays forced open on a restart; only
-// CauseReset lifts that. It reports false, after clearing the counter, if the
-// breaker was already closed.
+// for a reset by hand, CauseRestart for a supervisor's restart), with a fresh
+// counter. A breaker forced open stays forced open on a restart; only
+// CauseReset lifts that. It reports false if the breaker was already
+// closed: then it only replaces the counter, in the same generation, so
+// that calls admitted before still count, in the new counter or the old.
 func (m *Machine) Reset(now time.Time, cause Cause) (Step, bool) {
 	for {
 		s := m.cur.Load()
@@ -292,8 +327,10 @@ func (m *Machine) Reset(now time.Time, cause Cause) (Step, bool) {
 			return Step{}, false
 		}
 		if s.State == Closed {
-			m.counter.Reset()
-			return Step{}, false
+			if m.renew(s) {
+				return Step{}, false
+			}
+			continue
 		}
 		if s.Forced && cause != CauseReset {
 			return Step{}, false
@@ -302,6 +339,26 @@ func (m *Machine) Reset(now time.Time, cause Cause) (Step, bool) {
 			return step, true
 		}
 	}
+}
+
+// Renew gives a closed breaker a fresh counter, in the same generation, as
+// if its closed period started again; it does nothing in other states.
+// Calls admitted before still count, in the new counter or the old.
+func (m *Machine) Renew() {
+	for {
+		s := m.cur.Load()
+		if !s.admit || m.renew(s) {
+			return
+		}
+	}
+}
+
+// renew publishes a copy of the closed snapshot s with a fresh counter,
+// unless s is no longer current.
+func (m *Machine) renew(s *Snapshot) bool {
+	next := *s
+	next.counter = m.newCounter()
+	return m.cur.CompareAndSwap(s, &next)
 }
 
 // Halt stops the machine for good: from now on every Acquire is declined
@@ -335,10 +392,10 @@ func (m *Machine) Mirror(st State, until, now time.Time) (Step, bool) {
 		if s.State == st || s.Forced || s.Halted {
 			return Step{}, false
 		}
-		if st == Closed {
-			m.counter.Reset()
-		}
 		next := m.snapshot(st, s.Gen+1, now, until, false, false)
+		if st == Closed {
+			next.counter = m.newCounter()
+		}
 		if m.cur.CompareAndSwap(s, next) {
 			return Step{Transition: Transition{s.State, st}, Gen: next.Gen, At: now, Cause: CauseShared}, true
 		}

@@ -201,9 +201,9 @@ func stays(s breaker.State) result { return result{State: s} }
 // bookkeeping (generation, instant) and the snapshot afterwards.
 func run(t *testing.T, s breaker.Strategy, steps []step) *fixture {
 	t.Helper()
-	c, err := s.NewCounter()
-	require.NoError(t, err, "NewCounter(%+v)", s)
-	f := &fixture{m: breaker.NewMachine("svc", c, t0), tickets: map[string]breaker.Ticket{}}
+	m, err := breaker.NewMachine("svc", s, t0)
+	require.NoError(t, err, "NewMachine(%+v)", s)
+	f := &fixture{m: m, tickets: map[string]breaker.Ticket{}}
 	for i, st := range steps {
 		before := f.m.Snapshot()
 		step, ok, got := st.in.apply(f)
@@ -221,7 +221,10 @@ func run(t *testing.T, s breaker.Strategy, steps []step) *fixture {
 			assert.Equal(t, step.At, after.Since, "step %d: %s: Snapshot.Since is the step's instant", i, st.in.desc)
 			assert.True(t, after.Until.IsZero(), "step %d: %s: a new state has no Until yet", i, st.in.desc)
 		} else if !after.Halted {
-			assert.Same(t, before, after, "step %d: %s made no transition but changed the snapshot", i, st.in.desc)
+			// A Reset of a closed breaker publishes a fresh counter in the
+			// same generation; nothing else may change.
+			assert.Equal(t, before.Gen, after.Gen, "step %d: %s made no transition but changed the generation", i, st.in.desc)
+			assert.Equal(t, before.State, after.State, "step %d: %s made no transition but changed the state", i, st.in.desc)
 		}
 	}
 	return f
@@ -410,12 +413,11 @@ func TestMachineTransitions(t *testing.T) {
 }
 
 func TestMachineStartsClosed(t *testing.T) {
-	c, err := breaker.Consecutive{Failures: 1}.NewCounter()
+	m, err := breaker.NewMachine("payments", breaker.Consecutive{Failures: 1}, t0)
 	require.NoError(t, err)
-	m := breaker.NewMachine("payments", c, t0)
 	s := m.Snapshot()
 	assert.Equal(t, "payments", m.Name())
-	assert.Same(t, c, m.Counter())
+	assert.False(t, m.UsesClock())
 	assert.Equal(t, closed, s.State)
 	assert.Equal(t, uint64(1), s.Gen, "the first generation is 1, so a zero Ticket is never current")
 	assert.Equal(t, t0, s.Since)
@@ -426,7 +428,10 @@ func TestMachineStartsClosed(t *testing.T) {
 	assert.False(t, s.Halted)
 
 	var z breaker.Machine // Init on a zero Machine, as drivers embedding it do
-	z.Init("embedded", c, t0)
+	require.NoError(t, z.Init("embedded", breaker.Consecutive{Failures: 1}, t0))
+	_, err = breaker.NewMachine("bad", breaker.Consecutive{}, t0)
+	var ce *breaker.ConfigError
+	require.ErrorAs(t, err, &ce, "an invalid strategy fails NewMachine")
 	assert.Equal(t, "embedded", z.Name())
 	assert.Equal(t, closed, z.Snapshot().State)
 }
@@ -436,12 +441,12 @@ func TestMachineCurrent(t *testing.T) {
 		{acquire("a", at(0)), stays(closed)},
 	})
 	a := f.tickets["a"]
-	assert.True(t, f.m.Current(a), "a ticket of the current closed generation is current")
-	assert.False(t, f.m.Current(breaker.Ticket{Gen: a.Gen, Probe: true}), "a probe ticket is never a closed-state ticket")
-	assert.False(t, f.m.Current(breaker.Ticket{}), "the zero ticket is never current")
+	assert.NotNil(t, f.m.Current(a), "a ticket of the current closed generation is current")
+	assert.Nil(t, f.m.Current(breaker.Ticket{Gen: a.Gen, Probe: true}), "a probe ticket is never a closed-state ticket")
+	assert.Nil(t, f.m.Current(breaker.Ticket{}), "the zero ticket is never current")
 	_, ok := f.m.Trip(a.Gen, classify.Failure, at(time.Second))
 	require.True(t, ok)
-	assert.False(t, f.m.Current(a), "after a trip the ticket is stale")
+	assert.Nil(t, f.m.Current(a), "after a trip the ticket is stale")
 }
 
 func TestMachineSnapshotFlags(t *testing.T) {
@@ -657,9 +662,8 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 	const callers = 200
 	// Every failure makes this counter say "trip": the compare-and-swap
 	// alone must make the trip happen once.
-	c, err := breaker.FailureRate{Rate: 0.5, Window: callers, MinCalls: 1}.NewCounter()
+	m, err := breaker.NewMachine("svc", breaker.FailureRate{Rate: 0.5, Window: callers, MinCalls: 1}, t0)
 	require.NoError(t, err)
-	m := breaker.NewMachine("svc", c, t0)
 	tickets := make([]breaker.Ticket, callers)
 	for i := range tickets {
 		tickets[i], _, _ = m.Acquire(t0)
@@ -687,4 +691,37 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 	require.Len(t, trips, 1, "exactly one trip among %d failing callers", callers)
 	assert.Equal(t, tr(closed, open), trips[0].Transition)
 	assert.Equal(t, open, m.Snapshot().State)
+}
+
+// A caller that passed the generation check of one closed period, and was
+// then held up while the breaker went round to closed again, records into
+// its own period's counter: the new period does not see that outcome.
+func TestMachineLateRecordStaysInItsPeriod(t *testing.T) {
+	m, err := breaker.NewMachine("svc", breaker.Consecutive{Failures: 2}, t0)
+	require.NoError(t, err)
+	late, _, _ := m.Acquire(t0)
+	old := m.Current(late) // the held-up caller has its period's counter
+	require.NotNil(t, old)
+
+	for range 2 {
+		tk, _, _ := m.Acquire(t0)
+		if trip, _ := m.Record(tk, classify.Failure, t0); trip {
+			_, ok := m.Trip(tk.Gen, classify.Failure, t0)
+			require.True(t, ok)
+		}
+	}
+	require.Equal(t, open, m.Snapshot().State)
+	m.Expire(m.Snapshot().Gen, t0.Add(time.Second))
+	probe, _, _ := m.Acquire(t0.Add(time.Second))
+	_, r := m.EndProbe(probe, classify.Success, t0.Add(time.Second))
+	require.Equal(t, breaker.Counted, r)
+	require.Equal(t, closed, m.Snapshot().State)
+
+	old.Record(classify.Failure, t0) // lands now, in the old period
+	tk, _, _ := m.Acquire(t0.Add(2 * time.Second))
+	trip, _ := m.Record(tk, classify.Failure, t0.Add(2*time.Second))
+	assert.False(t, trip, "one failure of the new period, and the old period's late one, must not trip Failures: 2")
+	tk, _, _ = m.Acquire(t0.Add(2 * time.Second))
+	trip, _ = m.Record(tk, classify.Failure, t0.Add(2*time.Second))
+	assert.True(t, trip, "the second failure of the new period trips")
 }

@@ -15,7 +15,9 @@ type Strategy interface {
 	NewCounter() (Counter, error)
 }
 
-// Counter records the outcomes of the calls a closed breaker lets through.
+// Counter records the outcomes of the calls a closed breaker lets through,
+// for one closed period: the breaker makes a new Counter, with
+// Strategy.NewCounter, each time it closes.
 //
 // Record is called concurrently by every caller releasing a call, on the
 // caller's goroutine, so it must be lock-free or nearly so and must not
@@ -26,9 +28,6 @@ type Counter interface {
 	// Record counts outcome o, observed at now, and reports whether the
 	// breaker should trip. now is the zero time unless UsesClock is true.
 	Record(o classify.Outcome, now time.Time) (trip bool)
-	// Reset forgets every outcome recorded so far. It is called when the
-	// breaker closes.
-	Reset()
 	// UsesClock reports whether Record needs the current time. Count-based
 	// counters return false, and callers then never read the clock for them.
 	UsesClock() bool

@@ -207,10 +207,4 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 	return calls >= c.min && reached(failures, calls, c.rate)
 }
 
-func (c *timeCounter) Reset() {
-	for i := range c.buckets {
-		c.buckets[i].Store(0)
-	}
-}
-
 func (c *timeCounter) UsesClock() bool { return true }

@@ -16,7 +16,6 @@ import (
 type Breaker struct {
 	// Read on every call.
 	mach        breaker.Machine
-	counter     breaker.Counter
 	classify    classify.Classifier
 	nilSucceeds bool // classify is classify.Default, which makes nil a Success
 	timed       bool // the strategy's counter needs the time of each call
@@ -27,7 +26,8 @@ type Breaker struct {
 	// Owned by the manager's goroutine.
 	rec      recover.Recover
 	recState any
-	nextGen  uint64 // the generation whose step the manager handles next
+	nextGen  uint64        // the generation whose step the manager handles next
+	last     breaker.State // the state the handled steps left the breaker in
 	early    []note
 	dropped  atomic.Uint64
 }
@@ -165,19 +165,20 @@ func (p Permit) ReleaseOutcome(o classify.Outcome) {
 		b.endProbe(p.t, o)
 		return
 	}
-	if !b.mach.Current(p.t) {
+	c := b.mach.Current(p.t)
+	if c == nil {
 		b.stats.Add(statStale)
 		return
 	}
 	if b.sharing != nil {
-		b.releaseShared(p.t, o)
+		b.releaseShared(c, p.t, o)
 		return
 	}
 	var now time.Time
 	if b.timed {
 		now = b.mgr.clk.Now()
 	}
-	if b.counter.Record(o, now) {
+	if c.Record(o, now) {
 		b.trip(p.t.Gen, o)
 	}
 }

@@ -41,10 +41,10 @@ var (
 	defaultRecover  recover.Recover  = recover.BasicTimeout{Open: recover.DefaultOpen}
 )
 
-// resolve fills in the defaults and builds the strategy's counter.
-func (c Config) resolve(name string) (Config, breaker.Counter, error) {
+// resolve fills in the defaults.
+func (c Config) resolve(name string) (Config, error) {
 	if name == "" {
-		return c, nil, errors.New("fusebox: register: the breaker's name must not be empty")
+		return c, errors.New("fusebox: register: the breaker's name must not be empty")
 	}
 	if c.Strategy == nil {
 		c.Strategy = defaultStrategy
@@ -55,14 +55,7 @@ func (c Config) resolve(name string) (Config, breaker.Counter, error) {
 	if c.Classify == nil {
 		c.Classify = classify.Default
 	}
-	counter, err := c.Strategy.NewCounter()
-	if err != nil {
-		return c, nil, registerError(name, "Strategy", err)
-	}
-	if counter == nil {
-		return c, nil, registerError(name, "Strategy", fmt.Errorf("%T.NewCounter returned a nil Counter", c.Strategy))
-	}
-	return c, counter, nil
+	return c, nil
 }
 
 // registerError says which breaker and which part of its Config is wrong.

@@ -40,6 +40,7 @@ func (m *Manager) run() {
 			m.armed = 0
 		}
 		m.drainNotes()
+		m.drainStore()
 		m.runDue()
 		if m.fault != nil && !m.supervise() {
 			m.shutdown()
@@ -60,6 +61,15 @@ func (m *Manager) drainNotes() {
 	}
 }
 
+// drainStore handles the store's results already waiting, as drainNotes
+// does the transitions: a Sync after a caller's store call failed sees the
+// fallback in effect.
+func (m *Manager) drainStore() {
+	for i := len(m.storec); i > 0; i-- {
+		m.handleStore(<-m.storec)
+	}
+}
+
 // handle is handleNote for a step with no more to it.
 func (m *Manager) handle(b *Breaker, s breaker.Step) { m.handleNote(note{b: b, step: s}) }
 
@@ -76,6 +86,7 @@ func (m *Manager) handleNote(n note) {
 	}
 	m.apply(n)
 	b.nextGen++
+	b.last = n.step.To
 	for len(b.early) > 0 {
 		i := 0
 		for i < len(b.early) && b.early[i].step.Gen != b.nextGen {
@@ -88,6 +99,7 @@ func (m *Manager) handleNote(n note) {
 		b.early = append(b.early[:i], b.early[i+1:]...)
 		m.apply(n)
 		b.nextGen++
+		b.last = n.step.To
 	}
 	if cap(b.early) > 0 && len(b.early) == 0 {
 		b.early = nil
@@ -164,12 +176,13 @@ func (m *Manager) register(req registerReq) {
 	}
 	b.recState = st
 	b.nextGen = b.mach.Snapshot().Gen + 1
+	b.last = breaker.Closed
 	if b.sharing != nil {
 		m.attach(b, b.sharing.st)
 		if req.sharedErr != nil {
 			m.storeDown(b.sharing.hub, req.sharedErr)
 		} else {
-			m.reconcile(b, req.shared)
+			m.reconcile(b, req.shared, req.sharedAt)
 		}
 	}
 	m.mu.Lock()

@@ -68,6 +68,7 @@ type registerReq struct {
 	reply chan error
 	// shared is what the store said of a shared breaker as it registered.
 	shared    store.Status
+	sharedAt  time.Time
 	sharedErr error
 }
 
@@ -183,29 +184,31 @@ func (m *Manager) Clock() clock.Clock { return m.clk }
 // (errors.Is(err, ErrStopped)).
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	custom := cfg.Classify
-	cfg, counter, err := cfg.resolve(name)
+	cfg, err := cfg.resolve(name)
 	if err != nil {
 		return nil, err
 	}
 	b := &Breaker{
-		counter:     counter,
 		classify:    cfg.Classify,
 		nilSucceeds: custom == nil,
-		timed:       counter.UsesClock(),
 		mgr:         m,
 		rec:         cfg.Recover,
 	}
+	if err := b.mach.Init(name, cfg.Strategy, m.clk.Now()); err != nil {
+		return nil, registerError(name, "Strategy", err)
+	}
+	b.timed = b.mach.UsesClock()
 	if cfg.Store != nil {
 		if b.sharing, err = newSharing(name, cfg); err != nil {
 			return nil, err
 		}
 	}
-	b.mach.Init(name, counter, m.clk.Now())
 	req := registerReq{b: b, reply: make(chan error, 1)}
 	if b.sharing != nil {
 		// Start in the fleet's state: a replica joining an open fleet
 		// must not call the service in the meantime.
 		ctx, cancel := m.storeCtx(nil)
+		req.sharedAt = m.clk.Now()
 		st, err := b.sharing.st.Status(ctx, []string{name})
 		cancel()
 		if req.sharedErr = err; err == nil && len(st) == 1 {

@@ -87,6 +87,10 @@ type storeMsg struct {
 	left     time.Duration
 	won      bool
 	err      error
+	// at is when the call was made, on the manager's clock: durations
+	// the store returned count from there, however late the reply is
+	// handled.
+	at time.Time
 }
 
 type storeMsgKind uint8
@@ -149,8 +153,12 @@ func (m *Manager) goStore(h *hub, call func(ctx context.Context) storeMsg) {
 		defer cancel()
 		stop := context.AfterFunc(m.stopCtx, cancel)
 		defer stop()
+		at := m.clk.Now()
 		msg := call(ctx)
 		msg.hub = h
+		if msg.at.IsZero() {
+			msg.at = at
+		}
 		m.sendStore(msg)
 	}()
 }
@@ -173,7 +181,7 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 			// more can be missed.
 			m.goStore(h, func(ctx context.Context) storeMsg { return m.status(ctx, h) })
 		}, func(c store.Change) {
-			m.sendStore(storeMsg{hub: h, kind: msgChange, change: c})
+			m.sendStore(storeMsg{hub: h, kind: msgChange, change: c, at: m.clk.Now()})
 		})
 		if ctx.Err() != nil {
 			return
@@ -227,8 +235,9 @@ func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
 	for i, b := range list {
 		names[i] = b.Name()
 	}
+	at := m.clk.Now()
 	st, err := h.st.Status(ctx, names)
-	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err}
+	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err, at: at}
 }
 
 // flushSuccesses reports the successes of a window policy counted since the
@@ -266,19 +275,19 @@ func (m *Manager) storeCtx(parent context.Context) (context.Context, context.Can
 func (sh *sharing) local() bool { return sh.down.Load() && sh.fallback == store.FallbackLocal }
 
 // releaseShared is Release in the closed state for a shared breaker.
-func (b *Breaker) releaseShared(t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) releaseShared(c breaker.Counter, t breaker.Ticket, o classify.Outcome) {
 	sh := b.sharing
 	switch {
 	case !sh.down.Load():
-		b.recordShared(t, o)
+		b.recordShared(c, t, o)
 	case sh.fallback == store.FallbackLocal:
-		b.recordLocal(t, o)
+		b.recordLocal(c, t, o)
 	}
 }
 
 // recordShared is Release in the closed state for a shared breaker whose
 // store is reachable.
-func (b *Breaker) recordShared(t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) recordShared(c breaker.Counter, t breaker.Ticket, o classify.Outcome) {
 	sh := b.sharing
 	switch o {
 	case classify.Failure:
@@ -293,7 +302,7 @@ func (b *Breaker) recordShared(t breaker.Ticket, o classify.Outcome) {
 		if err != nil {
 			b.storeFailed(err)
 			if sh.fallback == store.FallbackLocal {
-				b.recordLocal(t, o)
+				b.recordLocal(c, t, o)
 			}
 			return
 		}
@@ -320,12 +329,12 @@ func (b *Breaker) recordShared(t breaker.Ticket, o classify.Outcome) {
 }
 
 // recordLocal is Release in the closed state on the breaker's own counter.
-func (b *Breaker) recordLocal(t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) recordLocal(c breaker.Counter, t breaker.Ticket, o classify.Outcome) {
 	var now time.Time
 	if b.timed {
 		now = b.mgr.clk.Now()
 	}
-	if b.counter.Record(o, now) {
+	if c.Record(o, now) {
 		b.trip(t.Gen, o)
 	}
 }
@@ -462,7 +471,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		m.storeUp(h)
 		for i, b := range msg.names {
 			if i < len(msg.statuses) {
-				m.reconcile(b, msg.statuses[i])
+				m.reconcile(b, msg.statuses[i], msg.at)
 			}
 		}
 	case msgChange:
@@ -470,7 +479,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		if !ok || b.sharing == nil || b.sharing.hub != h || b.sharing.down.Load() {
 			return
 		}
-		m.follow(b, msg.change)
+		m.follow(b, msg.change, msg.at)
 	case msgOpened:
 		if msg.err != nil {
 			m.storeDown(h, msg.err)
@@ -478,7 +487,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		}
 		if !msg.won {
 			// Another process opened first: its period stands.
-			m.extend(msg.b, msg.gen, msg.left)
+			m.extend(msg.b, msg.gen, msg.at.Add(msg.left))
 		}
 	case msgResolved:
 		if msg.err != nil {
@@ -487,13 +496,12 @@ func (m *Manager) handleStore(msg storeMsg) {
 	}
 }
 
-// extend sets the end of the open period of generation gen to d from now.
-func (m *Manager) extend(b *Breaker, gen uint64, d time.Duration) {
+// extend moves the end of the open period of generation gen to until.
+func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 	s := b.mach.Snapshot()
 	if s.Gen != gen || s.State != breaker.Open {
 		return
 	}
-	until := m.clk.Now().Add(d)
 	if b.mach.SetUntil(gen, until) {
 		m.timers.push(deadline{at: until.UnixNano(), b: b, gen: gen})
 	}
@@ -503,8 +511,8 @@ func (m *Manager) extend(b *Breaker, gen uint64, d time.Duration) {
 // the manager corrects it.
 const tolerance = 25 * time.Millisecond
 
-// reconcile brings the breaker in line with its shared status.
-func (m *Manager) reconcile(b *Breaker, st store.Status) {
+// reconcile brings the breaker in line with its shared status, read at at.
+func (m *Manager) reconcile(b *Breaker, st store.Status, at time.Time) {
 	if b.sharing.down.Load() {
 		return
 	}
@@ -512,59 +520,76 @@ func (m *Manager) reconcile(b *Breaker, st store.Status) {
 	if s.Forced || s.Halted {
 		return
 	}
-	now := m.clk.Now()
 	switch {
 	case st.Open > 0:
 		if s.State == breaker.Open {
-			if want := now.Add(st.Open); s.Until.Sub(want).Abs() > tolerance {
-				m.extend(b, s.Gen, st.Open)
+			if want := at.Add(st.Open); s.Until.Sub(want).Abs() > tolerance {
+				m.extend(b, s.Gen, want)
 			}
 			return
 		}
-		m.mirror(b, breaker.Open, st.Open)
+		m.mirror(b, breaker.Open, at, st.Open)
 	case st.Probe > 0:
 		if s.State == breaker.HalfOpen || s.State == breaker.Closed {
-			m.mirror(b, breaker.Probing, st.Probe)
+			m.mirror(b, breaker.Probing, at, st.Probe)
 		}
 	default:
 		if s.State == breaker.Probing && b.sharing.probe.Load() == nil {
 			// The other process's lease ended without a verdict.
-			m.mirror(b, breaker.HalfOpen, 0)
+			m.mirror(b, breaker.HalfOpen, at, 0)
 		}
 	}
 }
 
-// follow applies a change another process (or this one) made.
-func (m *Manager) follow(b *Breaker, c store.Change) {
+// follow applies a change another process (or this one) made, heard of at
+// at.
+func (m *Manager) follow(b *Breaker, c store.Change, at time.Time) {
 	s := b.mach.Snapshot()
 	if s.Forced || s.Halted {
 		return
 	}
 	switch c.Kind {
 	case store.Opened:
-		if s.State != breaker.Open {
-			m.mirror(b, breaker.Open, c.Open)
+		switch s.State {
+		case breaker.Closed:
+			m.mirror(b, breaker.Open, at, c.Open)
+		case breaker.HalfOpen, breaker.Probing:
+			// Past open already: this may be the late echo of the
+			// opening the breaker just served. Ask the store what
+			// stands now rather than trust the message's period.
+			h := b.sharing.hub
+			m.goStore(h, func(ctx context.Context) storeMsg {
+				at := m.clk.Now()
+				st, err := h.st.Status(ctx, []string{b.Name()})
+				return storeMsg{kind: msgStatus, names: []*Breaker{b}, statuses: st, err: err, at: at}
+			})
 		}
 	case store.Closed:
 		if s.State != breaker.Closed {
-			m.mirror(b, breaker.Closed, 0)
+			m.mirror(b, breaker.Closed, at, 0)
 		}
 	case store.Released:
 		if s.State == breaker.Probing && b.sharing.probe.Load() == nil {
-			m.mirror(b, breaker.HalfOpen, 0)
+			m.mirror(b, breaker.HalfOpen, at, 0)
 		}
 	}
 }
 
-// mirror is Breaker.mirror on the loop.
-func (m *Manager) mirror(b *Breaker, st breaker.State, d time.Duration) {
+// mirror is Breaker.mirror on the loop, for a state that lasts d from
+// from (zero: no timer). A state whose time is already over is not
+// mirrored.
+func (m *Manager) mirror(b *Breaker, st breaker.State, from time.Time, d time.Duration) {
 	now := m.clk.Now()
 	var until time.Time
+	var hold time.Duration
 	if d > 0 {
-		until = now.Add(d)
+		until = from.Add(d)
+		if hold = until.Sub(now); hold <= 0 {
+			return
+		}
 	}
 	if step, ok := b.mach.Mirror(st, until, now); ok {
-		m.handleNote(note{b: b, step: step, hold: d, held: true})
+		m.handleNote(note{b: b, step: step, hold: hold, held: true})
 	}
 }
 
@@ -586,9 +611,9 @@ func (m *Manager) storeDown(h *hub, err error) {
 		m.emitStore(b, breaker.CauseStoreLost)
 		switch sh.fallback {
 		case store.FailOpen:
-			m.mirror(b, breaker.Closed, 0)
+			m.mirror(b, breaker.Closed, time.Time{}, 0)
 		case store.FailClosed:
-			m.mirror(b, breaker.Open, 0)
+			m.mirror(b, breaker.Open, time.Time{}, 0)
 		}
 	}
 }
@@ -609,12 +634,12 @@ func (m *Manager) storeUp(h *hub) {
 			continue
 		}
 		// The counter counted the outage's calls; the store counts again.
-		b.counter.Reset()
+		b.mach.Renew()
 		m.emitStore(b, breaker.CauseStoreRestored)
 		s := b.mach.Snapshot()
 		switch {
 		case sh.fallback == store.FailClosed && s.State == breaker.Open && s.Until.IsZero():
-			m.mirror(b, breaker.Closed, 0)
+			m.mirror(b, breaker.Closed, time.Time{}, 0)
 		case s.State == breaker.Open && !s.Forced && !s.Until.IsZero():
 			// Opened locally during the outage: tell the fleet.
 			left := s.Until.Sub(m.clk.Now())
@@ -630,10 +655,10 @@ func (m *Manager) storeUp(h *hub) {
 }
 
 // emitStore publishes a change of the breaker's link to its store: an event
-// whose transition stays in the current state.
+// whose transition stays in the state the breaker's events last left it in
+// (callers may be a step ahead; their steps come after this event).
 func (m *Manager) emitStore(b *Breaker, c breaker.Cause) {
-	s := b.mach.Snapshot()
-	m.emit(b, breaker.Step{Transition: breaker.Transition{From: s.State, To: s.State}, Gen: s.Gen, At: m.clk.Now(), Cause: c})
+	m.emit(b, breaker.Step{Transition: breaker.Transition{From: b.last, To: b.last}, Gen: b.nextGen - 1, At: m.clk.Now(), Cause: c})
 }
 
 // stopHubs ends every hub and waits for every store goroutine.
