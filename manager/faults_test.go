@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -19,6 +20,7 @@ import (
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // slowRecover is BasicTimeout whose Timeout takes delay of real time.
@@ -567,4 +569,269 @@ func TestFaultLateReleaseAfterRecovery(t *testing.T) {
 	requireState(t, b, breaker.Closed, "after one failure of the new generation (and the old call's late failure)")
 	fail(t, b, 1)
 	requireState(t, b, breaker.Open, "the second failure of the new generation trips it")
+}
+
+// --- shared breakers (Config.Store) ---
+
+// heldStore is a store.Store with hooks: Resolve and AcquireProbe can be
+// held up until let go (as a slow network would), and every call fails
+// while cut.
+type heldStore struct {
+	store.Store
+	cut atomic.Bool
+
+	holdResolve  atomic.Bool
+	resolving    chan struct{} // closed when a held Resolve begins
+	letResolve   chan struct{}
+	resolved     chan struct{} // closed when the held Resolve has returned
+	holdProbe    atomic.Bool
+	probing      chan struct{}
+	letProbe     chan struct{}
+	statusCalls  atomic.Int32
+	statusReturn chan struct{} // receives after each Status call
+}
+
+var errCutStore = errors.New("store cut off by the test")
+
+func newHeldStore(s store.Store) *heldStore {
+	return &heldStore{
+		Store:     s,
+		resolving: make(chan struct{}), letResolve: make(chan struct{}), resolved: make(chan struct{}),
+		probing: make(chan struct{}), letProbe: make(chan struct{}),
+		statusReturn: make(chan struct{}, 64),
+	}
+}
+
+func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Policy, n int64) (store.Verdict, error) {
+	if s.cut.Load() {
+		return store.Verdict{}, errCutStore
+	}
+	return s.Store.RecordFailure(ctx, name, p, n)
+}
+
+func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, store.Status, error) {
+	if s.holdProbe.CompareAndSwap(true, false) {
+		close(s.probing)
+		<-s.letProbe
+	}
+	if s.cut.Load() {
+		return false, store.Status{}, errCutStore
+	}
+	return s.Store.AcquireProbe(ctx, name, token, lease)
+}
+
+func (s *heldStore) Resolve(ctx context.Context, name, token string, o classify.Outcome, d time.Duration) (bool, error) {
+	if s.holdResolve.CompareAndSwap(true, false) {
+		close(s.resolving)
+		<-s.letResolve
+		defer close(s.resolved)
+	}
+	return s.Store.Resolve(ctx, name, token, o, d)
+}
+
+func (s *heldStore) Status(ctx context.Context, names []string) ([]store.Status, error) {
+	defer func() {
+		s.statusCalls.Add(1)
+		select {
+		case s.statusReturn <- struct{}{}:
+		default:
+		}
+	}()
+	if s.cut.Load() {
+		return nil, errCutStore
+	}
+	return s.Store.Status(ctx, names)
+}
+
+// received waits, for a bounded time, until ch is closed or receives.
+func received(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still waiting after 5s for %s", what)
+	}
+}
+
+// sharedPair is two managers (two replicas of a service) on one mock clock
+// sharing the breaker "svc" through one in-memory store, each through its
+// own heldStore. Store calls never time out on their own, and the resync
+// runs every 5s of the mock clock.
+func sharedPair(t *testing.T, cfg manager.Config) (*clock.Mock, *store.Memory, [2]*manager.Manager, [2]*manager.Breaker, [2]*heldStore) {
+	t.Helper()
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	var ms [2]*manager.Manager
+	var bs [2]*manager.Breaker
+	var hs [2]*heldStore
+	for i := range ms {
+		ms[i] = manager.Start(manager.Options{Clock: mock, Logger: quietLogger, StoreTimeout: time.Hour, Resync: 5 * time.Second})
+		t.Cleanup(ms[i].Stop)
+		hs[i] = newHeldStore(mem)
+		c := cfg
+		c.Store = hs[i]
+		bs[i] = register(t, ms[i], "svc", c)
+	}
+	return mock, mem, ms, bs, hs
+}
+
+// sharedStatus reads the store's status of "svc".
+func sharedStatus(t *testing.T, mem *store.Memory) store.Status {
+	t.Helper()
+	st, err := mem.Status(context.Background(), []string{"svc"})
+	require.NoError(t, err)
+	return st[0]
+}
+
+// sharedHalfOpen trips the pair's breaker through replica 0 and lets its
+// open period run out: both replicas end half-open.
+func sharedHalfOpen(t *testing.T, mock *clock.Mock, ms [2]*manager.Manager, bs [2]*manager.Breaker, failures int) {
+	t.Helper()
+	fail(t, bs[0], failures)
+	waitFor(t, 5*time.Second, "replica 1 to follow the trip", func() bool { return bs[1].State() == breaker.Open })
+	mock.Add(time.Second)
+	waitFor(t, 5*time.Second, "both replicas half-open after the open period", func() bool {
+		ms[0].Sync()
+		ms[1].Sync()
+		return bs[0].State() == breaker.HalfOpen && bs[1].State() == breaker.HalfOpen
+	})
+}
+
+var sharedCfg = manager.Config{
+	Strategy: breaker.Consecutive{Failures: 2},
+	Recover:  recover.BasicTimeout{Open: time.Second, ProbeTimeout: time.Minute},
+}
+
+// A probe's verdict reaches the store after the replica that probed has
+// closed its breaker, and the replica's callers go on meanwhile. The run
+// of failures that tripped the breaker must not count in the new closed
+// period: a breaker that trips on the second failure in a row must not
+// trip on the first failure after it recovered, because the store has not
+// yet heard of the recovery.
+func TestFaultSharedLateVerdictOldFailuresCount(t *testing.T) {
+	mock, _, ms, bs, hs := sharedPair(t, sharedCfg)
+	sharedHalfOpen(t, mock, ms, bs, 2)
+	hs[0].holdResolve.Store(true)
+	probe(t, bs[0]).Release(nil)
+	requireState(t, bs[0], breaker.Closed, "after its probe succeeded")
+	received(t, hs[0].resolving, "the probe's verdict to be sent")
+
+	release(t, bs[0], errBoom)
+	state := bs[0].State()
+	close(hs[0].letResolve)
+	received(t, hs[0].resolved, "the verdict to be applied")
+	assert.Equal(t, breaker.Closed, state, "one failure after the recovery, while the verdict was on its way: the store still counted the failures from before the trip")
+}
+
+// The verdict of a successful probe, applied late, must not erase an
+// opening made after it: the replica that probed closes, trips again (two
+// new failures), opens the breaker in the store; then its verdict lands.
+// The fleet must stay open.
+func TestFaultSharedLateVerdictErasesNewOpening(t *testing.T) {
+	mock, mem, ms, bs, hs := sharedPair(t, sharedCfg)
+	sharedHalfOpen(t, mock, ms, bs, 2)
+	hs[0].holdResolve.Store(true)
+	probe(t, bs[0]).Release(nil)
+	requireState(t, bs[0], breaker.Closed, "after its probe succeeded")
+	received(t, hs[0].resolving, "the probe's verdict to be sent")
+
+	for i := 0; i < 2 && bs[0].State() == breaker.Closed; i++ {
+		release(t, bs[0], errBoom)
+	}
+	requireState(t, bs[0], breaker.Open, "after two new failures")
+	waitFor(t, 5*time.Second, "the new opening to reach the store", func() bool { return sharedStatus(t, mem).Open > 0 })
+	waitFor(t, 5*time.Second, "replica 1 to follow the new opening", func() bool { return bs[1].State() == breaker.Open })
+	close(hs[0].letResolve)
+	received(t, hs[0].resolved, "the verdict to be applied")
+	assert.Positive(t, sharedStatus(t, mem).Open, "the store after the late verdict: the opening made after the probe is gone")
+	for i, b := range bs {
+		ms[i].Sync()
+		assert.Equal(t, breaker.Open, b.State(), "replica %d after the late verdict", i)
+	}
+}
+
+// A resync that reads the store while this replica's own probe verdict is
+// on its way sees the probe's lease still held. It must not move the
+// replica's breaker, closed by that very probe, back to probing (which
+// declines every call).
+func TestFaultSharedResyncDuringOwnVerdict(t *testing.T) {
+	mock, _, ms, bs, hs := sharedPair(t, sharedCfg)
+	sharedHalfOpen(t, mock, ms, bs, 2)
+	hs[0].holdResolve.Store(true)
+	probe(t, bs[0]).Release(nil)
+	requireState(t, bs[0], breaker.Closed, "after its probe succeeded")
+	received(t, hs[0].resolving, "the probe's verdict to be sent")
+
+	before := hs[0].statusCalls.Load()
+	mock.Add(5 * time.Second) // the resync
+	waitFor(t, 5*time.Second, "the resync's Status call", func() bool { return hs[0].statusCalls.Load() > before })
+	// Its reply goes to the manager's loop: give it a moment.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) && bs[0].State() == breaker.Closed {
+		ms[0].Sync()
+		time.Sleep(time.Millisecond)
+	}
+	state := bs[0].State()
+	close(hs[0].letResolve)
+	received(t, hs[0].resolved, "the verdict to be applied")
+	assert.Equal(t, breaker.Closed, state, "replica 0, closed by its own probe, after a resync that read the store before the probe's verdict landed")
+}
+
+// Events of a shared breaker losing or regaining its store say the state
+// the breaker is in, with its generation: they come in the order of the
+// breaker's transitions. Here the store is lost while a caller of breaker
+// x, which has just taken x's probe, waits for the store's probe lease.
+func TestFaultSharedStoreEventsInOrder(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	hs := newHeldStore(mem)
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, StoreTimeout: time.Hour, Resync: time.Hour})
+	t.Cleanup(m.Stop)
+	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: recover.BasicTimeout{Open: time.Second}, Store: hs}
+	x := register(t, m, "x", cfg)
+	y := register(t, m, "y", cfg)
+	events, unsubscribe := m.Subscribe(1024)
+	defer unsubscribe()
+
+	fail(t, x, 1)
+	waitFor(t, 5*time.Second, "x's opening to reach the store", func() bool {
+		st, err := mem.Status(context.Background(), []string{"x"})
+		return err == nil && st[0].Open > 0
+	})
+	advance(m, mock, time.Second)
+	waitFor(t, 5*time.Second, "x half-open", func() bool { m.Sync(); return x.State() == breaker.HalfOpen })
+	hs.holdProbe.Store(true)
+	acquired := make(chan struct{})
+	go func() {
+		defer close(acquired)
+		if p, err := x.Acquire(context.Background()); err == nil {
+			p.Release(nil)
+		}
+	}()
+	received(t, hs.probing, "x's probe to ask for the lease")
+	hs.cut.Store(true)
+	p, err := y.Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errBoom) // the store call fails: the store is lost
+	var got []manager.Event
+	waitFor(t, 5*time.Second, "x's store_lost event", func() bool {
+		got = append(got, drain(events)...)
+		for _, e := range got {
+			if e.Name == "x" && e.Cause == breaker.CauseStoreLost {
+				return true
+			}
+		}
+		return false
+	})
+	close(hs.letProbe)
+	received(t, acquired, "x's probe call")
+	m.Sync()
+	got = append(got, drain(events)...)
+
+	paths := newPathChecker()
+	for _, e := range got {
+		if e.Name == "x" {
+			assert.NoError(t, paths.feed(e))
+		}
+	}
 }
