@@ -138,11 +138,15 @@ func (p Permit) Release(err error) {
 	if b == nil {
 		return
 	}
-	o := classify.Success
-	if err != nil || !b.nilSucceeds {
-		o = b.classify(err)
+	p.ReleaseOutcome(b.outcome(err))
+}
+
+// outcome classifies err with the breaker's Classifier.
+func (b *Breaker) outcome(err error) classify.Outcome {
+	if err == nil && b.nilSucceeds {
+		return classify.Success
 	}
-	p.ReleaseOutcome(o)
+	return b.classify(err)
 }
 
 // ReleaseOutcome reports the outcome of the call. In the closed state the
@@ -192,7 +196,7 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome) {
 func (b *Breaker) endProbe(t breaker.Ticket, o classify.Outcome) {
 	var token string
 	if b.sharing != nil {
-		token = b.sharing.leaseOf(t.Gen)
+		token = b.resolveFirst(t, o)
 	}
 	step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
 	if r == breaker.Stale {
@@ -204,8 +208,9 @@ func (b *Breaker) endProbe(t breaker.Ticket, o classify.Outcome) {
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,
 // and releases the permit with fn's error, which it returns. A declined call
-// returns the *breaker.OpenError without calling fn. If fn panics, the call
-// is released as a failure and the panic goes on.
+// returns the *breaker.OpenError without calling fn. If fn, or the
+// breaker's Classifier, panics, the call is released as a failure and the
+// panic goes on.
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
 	p, err := b.Acquire(ctx)
 	if err != nil {
@@ -218,8 +223,9 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 		}
 	}()
 	err = fn(ctx)
+	o := b.outcome(err) // a panicking Classifier leaves the call to the deferred release
 	released = true
-	p.Release(err)
+	p.ReleaseOutcome(o)
 	return err
 }
 
@@ -238,8 +244,9 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 		}
 	}()
 	v, err := fn(ctx)
+	o := b.outcome(err)
 	released = true
-	p.Release(err)
+	p.ReleaseOutcome(o)
 	return v, err
 }
 

@@ -182,7 +182,7 @@ func (m *Manager) register(req registerReq) {
 		if req.sharedErr != nil {
 			m.storeDown(b.sharing.hub, req.sharedErr)
 		} else {
-			m.reconcile(b, req.shared, req.sharedAt)
+			m.reconcile(b, req.shared, req.sharedAt, b.mach.Snapshot().Gen)
 		}
 	}
 	m.mu.Lock()

@@ -83,6 +83,7 @@ type storeMsg struct {
 	gen      uint64
 	change   store.Change
 	names    []*Breaker
+	gens     []uint64 // each breaker's generation when its status was asked for
 	statuses []store.Status
 	left     time.Duration
 	won      bool
@@ -170,13 +171,17 @@ func (m *Manager) sendStore(msg storeMsg) {
 	}
 }
 
-// watch delivers the store's changes to the loop, resubscribing with a
-// growing pause after a failure.
+// watch delivers the store's changes to the loop, resubscribing after a
+// failure with a pause that grows while subscribing keeps failing, and
+// starts small again once a subscription worked.
 func (m *Manager) watch(ctx context.Context, h *hub) {
 	defer m.wg.Done()
-	pause := 50 * time.Millisecond
+	const firstPause = 50 * time.Millisecond
+	pause := firstPause
 	for {
+		subscribed := false
 		err := h.st.Watch(ctx, func() {
+			subscribed = true
 			// Subscribed: read what changed before, now that nothing
 			// more can be missed.
 			m.goStore(h, func(ctx context.Context) storeMsg { return m.status(ctx, h) })
@@ -188,6 +193,9 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 		}
 		if err == nil {
 			err = errors.New("the watch ended")
+		}
+		if subscribed {
+			pause = firstPause
 		}
 		m.sendStore(storeMsg{hub: h, kind: msgFailed, err: fmt.Errorf("watching the store: %w", err)})
 		t := m.clk.Timer(pause)
@@ -235,9 +243,13 @@ func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
 	for i, b := range list {
 		names[i] = b.Name()
 	}
+	gens := make([]uint64, len(list))
+	for i, b := range list {
+		gens[i] = b.mach.Snapshot().Gen
+	}
 	at := m.clk.Now()
 	st, err := h.st.Status(ctx, names)
-	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err, at: at}
+	return storeMsg{kind: msgStatus, names: list, gens: gens, statuses: st, err: err, at: at}
 }
 
 // flushSuccesses reports the successes of a window policy counted since the
@@ -395,6 +407,26 @@ func (b *Breaker) acquireShared(ctx context.Context, t breaker.Ticket, step brea
 	return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
 }
 
+// resolveFirst applies a successful or ignored probe's verdict in the store
+// before the breaker changes here, so that no call this process admits
+// afterwards can count against the run of failures the verdict clears, nor
+// find the lease still held. It returns the token the manager must still
+// resolve (a failure's, whose period Recover decides), or "".
+func (b *Breaker) resolveFirst(t breaker.Ticket, o classify.Outcome) string {
+	sh := b.sharing
+	token := sh.leaseOf(t.Gen)
+	if token == "" || o == classify.Failure || sh.down.Load() {
+		return token
+	}
+	ctx, cancel := b.mgr.storeCtx(nil)
+	_, err := sh.hub.st.Resolve(ctx, b.Name(), token, o, 0)
+	cancel()
+	if err != nil {
+		b.storeFailed(err)
+	}
+	return ""
+}
+
 // leaseOf returns the token of the lease this process holds for the probe
 // of generation gen, and forgets it.
 func (sh *sharing) leaseOf(gen uint64) string {
@@ -433,7 +465,10 @@ func (m *Manager) applyShared(b *Breaker, s breaker.Step, n note, d time.Duratio
 			left, won, err := sh.hub.st.Open(ctx, name, d)
 			return storeMsg{b: b, kind: msgOpened, gen: gen, left: left, won: won, err: err}
 		})
-	case s.From == breaker.Probing && s.Cause == breaker.CauseProbe && n.token != "":
+	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && n.token != "":
+		// A failed probe: the breaker is open here already, and the
+		// lease keeps the fleet from probing until the new period is in
+		// the store.
 		token, o := n.token, s.Outcome
 		m.goStore(sh.hub, func(ctx context.Context) storeMsg {
 			_, err := sh.hub.st.Resolve(ctx, name, token, o, d)
@@ -471,7 +506,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		m.storeUp(h)
 		for i, b := range msg.names {
 			if i < len(msg.statuses) {
-				m.reconcile(b, msg.statuses[i], msg.at)
+				m.reconcile(b, msg.statuses[i], msg.at, msg.gens[i])
 			}
 		}
 	case msgChange:
@@ -511,13 +546,16 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 // the manager corrects it.
 const tolerance = 25 * time.Millisecond
 
-// reconcile brings the breaker in line with its shared status, read at at.
-func (m *Manager) reconcile(b *Breaker, st store.Status, at time.Time) {
+// reconcile brings the breaker in line with its shared status, asked for
+// at at while the breaker was in generation gen. A status asked for before
+// the breaker's last transition is out of date (it may predate this
+// process's own verdict on a probe) and is dropped: the next one will do.
+func (m *Manager) reconcile(b *Breaker, st store.Status, at time.Time, gen uint64) {
 	if b.sharing.down.Load() {
 		return
 	}
 	s := b.mach.Snapshot()
-	if s.Forced || s.Halted {
+	if s.Forced || s.Halted || s.Gen != gen {
 		return
 	}
 	switch {
@@ -557,11 +595,11 @@ func (m *Manager) follow(b *Breaker, c store.Change, at time.Time) {
 			// Past open already: this may be the late echo of the
 			// opening the breaker just served. Ask the store what
 			// stands now rather than trust the message's period.
-			h := b.sharing.hub
+			h, gen := b.sharing.hub, s.Gen
 			m.goStore(h, func(ctx context.Context) storeMsg {
 				at := m.clk.Now()
 				st, err := h.st.Status(ctx, []string{b.Name()})
-				return storeMsg{kind: msgStatus, names: []*Breaker{b}, statuses: st, err: err, at: at}
+				return storeMsg{kind: msgStatus, names: []*Breaker{b}, gens: []uint64{gen}, statuses: st, err: err, at: at}
 			})
 		}
 	case store.Closed:
