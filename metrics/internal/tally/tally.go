@@ -91,17 +91,25 @@ func (t *Tally) run() {
 		case reply := <-t.syncc:
 			// Every event sent before the caller asked is either counted
 			// already or waiting in the channel.
-			for i := len(t.events); i > 0; i-- {
-				ev, ok := <-t.events
-				if !ok {
-					break
-				}
-				t.count(ev)
-			}
+			t.drain()
 			close(reply)
 		case <-t.quit:
+			// Count what was delivered before Close, so that the last
+			// counts include it.
+			t.drain()
 			return
 		}
+	}
+}
+
+// drain counts the events waiting in the channel, and no more.
+func (t *Tally) drain() {
+	for i := len(t.events); i > 0; i-- {
+		ev, ok := <-t.events
+		if !ok {
+			return
+		}
+		t.count(ev)
 	}
 }
 
