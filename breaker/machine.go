@@ -12,8 +12,6 @@ import (
 // Snapshot for every change and never modifies one after publishing it, so a
 // Snapshot may be read freely by any goroutine.
 type Snapshot struct {
-	// State is the breaker's state.
-	State State
 	// Gen counts the breaker's transitions: it grows by one with each, so a
 	// Ticket granted in an earlier generation can be told apart.
 	Gen uint64
@@ -22,6 +20,12 @@ type Snapshot struct {
 	// Until is when the open period or the probe's time ends; zero when
 	// there is none or it is not known yet.
 	Until time.Time
+
+	err     OpenError // what a declined call gets, built with the snapshot
+	counter Counter   // the closed period's own counter; nil in other states
+
+	// State is the breaker's state.
+	State State
 	// Forced is set on a breaker forced open by hand: no timer ends it, only
 	// Reset does.
 	Forced bool
@@ -29,10 +33,10 @@ type Snapshot struct {
 	// every transition is refused.
 	Halted bool
 
-	admit   bool      // State == Closed && !Halted: the one check on the hot path
-	decline bool      // State is Open or Probing, and not Halted
-	err     OpenError // what a declined call gets, built with the snapshot
-	counter Counter   // the closed period's own counter; nil in other states
+	// The small fields come last, together, so that the struct packs into
+	// 128 bytes.
+	admit   bool // State == Closed && !Halted: the one check on the hot path
+	decline bool // State is Open or Probing, and not Halted
 }
 
 // Admits reports whether a call acquired now goes through without becoming

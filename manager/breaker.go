@@ -17,8 +17,9 @@ type Breaker struct {
 	// Read on every call.
 	mach        breaker.Machine
 	classify    classify.Classifier
-	nilSucceeds bool // classify is classify.Default, which makes nil a Success
-	timed       bool // the strategy's counter needs the time of each call
+	nilSucceeds bool          // classify is classify.Default, which makes nil a Success
+	timed       bool          // the strategy's counter needs the time of each call
+	last        breaker.State // owned by the manager: the state its handled steps left the breaker in
 	mgr         *Manager
 	sharing     *sharing // nil unless the breaker is shared through a store
 	stats       stripe.Counters
@@ -26,8 +27,7 @@ type Breaker struct {
 	// Owned by the manager's goroutine.
 	rec      recover.Recover
 	recState any
-	nextGen  uint64        // the generation whose step the manager handles next
-	last     breaker.State // the state the handled steps left the breaker in
+	nextGen  uint64 // the generation whose step the manager handles next
 	early    []note
 	dropped  atomic.Uint64
 }
