@@ -476,8 +476,8 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 }
 
 // A Classifier that panics inside Do: the panic reaches the caller, as a
-// panic of fn would, and the probe slot it held is not lost for good: at
-// the latest the probe's time frees it.
+// panic of fn would, and the call is released as a failure, so the probe
+// slot it held is not left taken until the probe's time runs out.
 func TestFaultClassifierPanicInDo(t *testing.T) {
 	m, mock := startMock(t)
 	errOdd := errors.New("unclassifiable")
@@ -498,11 +498,12 @@ func TestFaultClassifierPanicInDo(t *testing.T) {
 		_ = b.Do(context.Background(), func(context.Context) error { return errOdd })
 	})
 	m.Sync()
-	advance(m, mock, 2*time.Second)
-	assert.NotEqual(t, breaker.Probing, b.State(), "the probe's time has run out")
-	if b.State() == breaker.HalfOpen {
-		probe(t, b).Release(nil)
-	}
+	requireState(t, b, breaker.Open, "the probe released as a failure re-opens the breaker")
+	st := b.Stats()
+	assert.Equal(t, uint64(2), st.Failures, "the trip and the probe")
+	assert.Equal(t, st.Calls, st.Successes+st.Failures+st.Ignored+st.Declined)
+	advance(m, mock, time.Second)
+	probe(t, b).Release(nil)
 	requireState(t, b, breaker.Closed, "after a good probe")
 }
 
