@@ -151,7 +151,7 @@ func (m *Machine) Name() string { return m.name }
 // call (see Counter.UsesClock).
 func (m *Machine) UsesClock() bool { return m.clock }
 
-// counter returns a fresh counter for a new closed period. A strategy that
+// newCounter returns a fresh counter for a new closed period. A strategy that
 // could make one before but fails now falls back on the first counter.
 func (m *Machine) newCounter() Counter {
 	if c, err := m.strategy.NewCounter(); err == nil && c != nil {

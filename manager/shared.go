@@ -104,11 +104,11 @@ const (
 	msgFailed                           // a caller's store call failed
 )
 
-func comparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
+func isComparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
 
 // newSharing validates a shared breaker's configuration.
 func newSharing(name string, cfg Config) (*sharing, error) {
-	if !comparable(cfg.Store) {
+	if !isComparable(cfg.Store) {
 		return nil, registerError(name, "Store", fmt.Errorf("%T is not comparable; pass a pointer", cfg.Store))
 	}
 	p, err := store.PolicyOf(cfg.Strategy)
