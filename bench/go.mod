@@ -2,8 +2,6 @@ module github.com/fusebox-go/fusebox/bench
 
 go 1.26.0
 
-replace github.com/fusebox-go/fusebox => ../
-
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/failsafe-go/failsafe-go v0.9.8
@@ -13,3 +11,5 @@ require (
 )
 
 require github.com/bits-and-blooms/bitset v1.24.4 // indirect
+
+replace github.com/fusebox-go/fusebox => ..

@@ -633,11 +633,13 @@ func TestMachineOneProbeAmongManyCallers(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range callers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			tk, step, err := f.m.Acquire(at(33 * time.Second))
 			results[i] = got{tk, step, err}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()
@@ -675,7 +677,9 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 	)
 	start := make(chan struct{})
 	for _, tk := range tickets {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			if trip, _ := m.Record(tk, classify.Failure, t0); trip {
 				if step, ok := m.Trip(tk.Gen, classify.Failure, t0); ok {
@@ -684,7 +688,7 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 					mu.Unlock()
 				}
 			}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()

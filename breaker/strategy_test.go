@@ -322,7 +322,9 @@ func TestFailureRateConcurrentCountIsExact(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			for i := range calls {
 				o := S
@@ -331,7 +333,7 @@ func TestFailureRateConcurrentCountIsExact(t *testing.T) {
 				}
 				c.Record(o, time.Time{})
 			}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()
@@ -353,7 +355,9 @@ func TestFailureRateConcurrentRingWrap(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			for i := range calls {
 				o := S
@@ -362,7 +366,7 @@ func TestFailureRateConcurrentRingWrap(t *testing.T) {
 				}
 				c.Record(o, time.Time{})
 			}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()
@@ -510,14 +514,16 @@ func TestTimeWindowConcurrentCallsInOneBucket(t *testing.T) {
 		trips atomic.Int64
 	)
 	for range goroutines {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			for range calls {
 				if c.Record(F, t0) {
 					trips.Add(1)
 				}
 			}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()
@@ -538,7 +544,9 @@ func TestTimeWindowConcurrentAcrossBuckets(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			for i := range calls {
 				o := S
@@ -547,7 +555,7 @@ func TestTimeWindowConcurrentAcrossBuckets(t *testing.T) {
 				}
 				c.Record(o, t0.Add(time.Duration(i*(g+1))*10*time.Microsecond))
 			}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()

@@ -134,9 +134,8 @@ func New(m *manager.Manager, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET /api/status", h.serveStatus)
 	mux.HandleFunc("GET /api/events", h.serveEvents)
 	if opts.Actions {
-		csrf := http.NewCrossOriginProtection()
-		mux.Handle("POST /api/force-open", csrf.Handler(h.action((*manager.Breaker).ForceOpen)))
-		mux.Handle("POST /api/reset", csrf.Handler(h.action((*manager.Breaker).Reset)))
+		mux.Handle("POST /api/force-open", sameOrigin(h.action((*manager.Breaker).ForceOpen)))
+		mux.Handle("POST /api/reset", sameOrigin(h.action((*manager.Breaker).Reset)))
 	}
 	h.mux = mux
 	h.hist = startHistory(m, opts.History, opts.EventBuffer)

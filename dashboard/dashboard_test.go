@@ -434,9 +434,3 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		assert.ErrorContains(t, err, c.field, "%+v", c.opts)
 	}
 }
-
-func newPrefixMux(h http.Handler) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/fusebox/", http.StripPrefix("/fusebox", h))
-	return mux
-}

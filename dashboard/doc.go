@@ -30,7 +30,7 @@
 // The force-open and reset buttons change how the program behaves, so they
 // exist only with Options.Actions. Even then they answer POST only (other
 // methods get 405), reject cross-origin browser requests
-// (http.CrossOriginProtection), and require the X-Fusebox-Token header to
+// (by their Sec-Fetch-Site and Origin headers), and require the X-Fusebox-Token header to
 // hold the handler's token, which the page carries and a page from another
 // origin cannot read. The handler does no authentication of its own: mount
 // it behind whatever protects your other administrative pages, or serve it

@@ -373,7 +373,9 @@ func TestConcurrentFirstUseRegistersOneBreaker(t *testing.T) {
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for range n {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			resp, err := c.Get(up.URL)
 			if err == nil {
@@ -381,7 +383,7 @@ func TestConcurrentFirstUseRegistersOneBreaker(t *testing.T) {
 				resp.Body.Close()
 			}
 			errs <- err
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()
@@ -406,13 +408,15 @@ func TestTransportsSharingAManagerShareBreakers(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, c := range []*http.Client{a, b} {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			resp, err := c.Get(up.URL + "/?status=500")
 			if assert.NoError(t, err) {
 				resp.Body.Close()
 			}
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()

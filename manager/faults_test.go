@@ -69,7 +69,8 @@ func TestFaultSlowRecoverLosesNoTimer(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for _, b := range bs {
-		wg.Go(func() { release(t, b, errBoom) })
+		wg.Add(1)
+		go func() { defer wg.Done(); release(t, b, errBoom) }()
 	}
 	wg.Wait()
 	for _, b := range bs {

@@ -295,7 +295,9 @@ func TestPerKeyOrder(t *testing.T) {
 
 	stop := make(chan struct{})
 	var chaos sync.WaitGroup
-	chaos.Go(func() {
+	chaos.Add(1)
+	go func() {
+		defer chaos.Done()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -308,11 +310,13 @@ func TestPerKeyOrder(t *testing.T) {
 				replica.Heal()
 			}
 		}
-	})
+	}()
 
 	var wg sync.WaitGroup
 	for w := range writers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for v := range versions {
 				for k := range keysEach {
 					key := fmt.Sprintf("w%d-k%d", w, k)
@@ -322,7 +326,7 @@ func TestPerKeyOrder(t *testing.T) {
 					}
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	close(stop)

@@ -117,15 +117,20 @@ func run(ctx context.Context, cfg config, out io.Writer, ready func(url string))
 	var wg sync.WaitGroup
 	client := svc.Client()
 	for i := range 3 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			callEvery(ctx, inventory, client, svc.URL+"/inventory", 50*time.Millisecond+time.Duration(i)*7*time.Millisecond)
-		})
+		}()
 	}
-	wg.Go(func() { callEvery(ctx, catalog, client, svc.URL+"/catalog", 80*time.Millisecond) })
+	wg.Add(1)
+	go func() { defer wg.Done(); callEvery(ctx, catalog, client, svc.URL+"/catalog", 80*time.Millisecond) }()
 
 	events, unsubscribe := m.Subscribe(256)
 	defer unsubscribe()
-	wg.Go(func() {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
 		for {
 			select {
 			case <-ctx.Done():
@@ -137,7 +142,7 @@ func run(ctx context.Context, cfg config, out io.Writer, ready func(url string))
 				fmt.Fprintf(out, "%6.1fs  %-9s  %-20s  %s\n", time.Since(start).Seconds(), ev.Name, ev.Transition, ev.Cause)
 			}
 		}
-	})
+	}()
 
 	var serveErr error
 	select {

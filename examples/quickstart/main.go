@@ -109,7 +109,9 @@ func run(out io.Writer) (result, error) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range callers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			tick := time.NewTicker(callEvery)
 			defer tick.Stop()
 			for {
@@ -120,7 +122,7 @@ func run(out io.Writer) (result, error) {
 				}
 				tally.add(call(b, client, srv.URL))
 			}
-		})
+		}()
 	}
 
 	<-printed // the timeline ends with the schedule

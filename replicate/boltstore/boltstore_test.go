@@ -302,7 +302,9 @@ func TestSoak(t *testing.T) {
 	)
 	key := func(i int) string { return fmt.Sprintf("k%03d", i) }
 	for w := range writers {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
 			version := make(map[int]int)
 			ctx := context.Background()
@@ -334,9 +336,11 @@ func TestSoak(t *testing.T) {
 					declined.Add(1)
 				}
 			}
-		})
+		}()
 	}
-	wg.Go(func() { // chaos
+	wg.Add(1)
+	go func() { // chaos
+		defer wg.Done()
 		rng := rand.New(rand.NewPCG(seed, 99))
 		for {
 			select {
@@ -353,7 +357,7 @@ func TestSoak(t *testing.T) {
 				replica.Heal()
 			}
 		}
-	})
+	}()
 
 	d := soakDuration()
 	for i := range 2 {

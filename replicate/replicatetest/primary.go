@@ -191,7 +191,9 @@ func TestPrimary(t *testing.T, open func(t *testing.T) replicate.Primary) {
 		const writers, each = 4, 50
 		var wg sync.WaitGroup
 		for w := range writers {
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				for i := range each {
 					k := fmt.Sprintf("k%d", i%10)
 					var err error
@@ -205,7 +207,7 @@ func TestPrimary(t *testing.T, open func(t *testing.T) replicate.Primary) {
 						return
 					}
 				}
-			})
+			}()
 		}
 		wg.Wait()
 		if n := p.PendingCount(); n != 10 {

@@ -296,7 +296,9 @@ func TestRedisRestartsUnderLoad(t *testing.T) {
 		for _, s := range restartTestSpecs {
 			sl := r.breakers[s.name]
 			for w := range perBreaker {
-				callers.Go(func() {
+				callers.Add(1)
+				go func() {
+					defer callers.Done()
 					rng := rand.New(rand.NewPCG(seed, uint64(r.id*1000+w)))
 					for {
 						select {
@@ -307,7 +309,7 @@ func TestRedisRestartsUnderLoad(t *testing.T) {
 						r.call(sl, rng)
 						calls.Add(1)
 					}
-				})
+				}()
 			}
 		}
 	}

@@ -4,7 +4,7 @@
 // photographs the page in headless Chromium, started the way the browser
 // tests start it.
 //
-//	go run ./dashboard/internal/dashshot -o docs/dashboard.png
+//	go run ./dashboard/internal/browser/dashshot -o docs/dashboard.png
 package main
 
 import (
@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/dashboard"
-	"github.com/fusebox-go/fusebox/dashboard/internal/headless"
+	"github.com/fusebox-go/fusebox/dashboard/internal/browser/headless"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
 )

@@ -1,4 +1,4 @@
-package replicate_test
+package boltstore_test
 
 import (
 	"context"

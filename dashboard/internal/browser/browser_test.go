@@ -1,4 +1,4 @@
-package dashboard_test
+package browser_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/dashboard"
-	"github.com/fusebox-go/fusebox/dashboard/internal/headless"
+	"github.com/fusebox-go/fusebox/dashboard/internal/browser/headless"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
