@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -8,8 +9,47 @@ import (
 	"github.com/fusebox-go/fusebox/classify"
 )
 
-// Event is one transition of one breaker, as delivered by Subscribe.
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventTransition is a change of state, which Transition describes. It
+	// is the zero EventKind.
+	EventTransition EventKind = iota
+	// EventStoreLost says that a shared breaker lost its store and now
+	// follows its fallback. It is not a transition: Transition is zero.
+	EventStoreLost
+	// EventStoreRestored says that a shared breaker reached its store
+	// again and follows the fleet's state. Transition is zero.
+	EventStoreRestored
+	// EventRemoved says that the breaker was removed from the manager
+	// (Manager.Remove); no event of that breaker follows it.
+	EventRemoved
+	// EventReconfigured says that the breaker's Config was changed
+	// (Breaker.Reconfigure).
+	EventReconfigured
+	// EventHalted says that the manager stopped for good after a burst of
+	// restarts; it is sent once for every breaker.
+	EventHalted
+)
+
+var eventKindNames = [...]string{"transition", "store_lost", "store_restored", "removed", "reconfigured", "halted"}
+
+// String returns the kind's name: "transition", "store_lost",
+// "store_restored", "removed", "reconfigured" or "halted".
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) {
+		return eventKindNames[k]
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one transition of one breaker, or another change in its life
+// that Kind names, as delivered by Subscribe.
 type Event struct {
+	// Kind says what the event reports; the zero value, EventTransition,
+	// is a change of state.
+	Kind EventKind
 	// Name is the breaker's name.
 	Name string
 	// Transition is the change of state.
