@@ -14,7 +14,11 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 )
+
+// t0 is the instant every sequence starts from; the others are offsets of it.
+var t0 = time.Date(2026, 1, 2, 15, 4, 0, 0, time.UTC)
 
 const (
 	S = classify.Success
@@ -31,8 +35,8 @@ type rec struct {
 }
 
 // resetRec, placed in a sequence, starts a new closed period: the counter
-// is replaced by a fresh one from the same strategy, as the Machine does
-// when the breaker closes. Only a counter from renewable accepts it.
+// is replaced by a fresh one from the same strategy, as the state machine
+// does when the breaker closes. Only a counter from renewable accepts it.
 var resetRec = rec{o: 255}
 
 // renewed is a counter that play can replace with a fresh one.
@@ -91,18 +95,18 @@ func TestConsecutiveTripsOnTheNthFailure(t *testing.T) {
 }
 
 func TestConsecutiveOnTheMachine(t *testing.T) {
-	// Through the Machine, the N-th failure in a row opens the breaker: the
+	// Through the state machine, the N-th failure in a row opens the breaker: the
 	// N-1 before it leave it closed.
 	for _, n := range []int{1, 2, 5, 100} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			m, err := breaker.NewMachine("svc", breaker.Consecutive{Failures: n}, t0)
+			m, err := machine.NewMachine("svc", breaker.Consecutive{Failures: n}, t0)
 			require.NoError(t, err)
 			for i := 1; i <= n; i++ {
 				now := t0.Add(time.Duration(i) * time.Millisecond)
 				tk, _, err := m.Acquire(now)
 				require.Nil(t, err, "failure %d of %d: Acquire declined", i, n)
 				trip, r := m.Record(tk, F, now)
-				require.Equal(t, breaker.Counted, r)
+				require.Equal(t, machine.Counted, r)
 				require.Equal(t, i == n, trip, "failure %d of %d: Record said trip=%v", i, n, trip)
 				if trip {
 					_, ok := m.Trip(tk.Gen, F, now)

@@ -6,8 +6,8 @@ import (
 	"github.com/fusebox-go/fusebox/manager"
 )
 
-// registeredGen is the generation a breaker is registered in (see
-// breaker.Machine.Init): its first event carries registeredGen+1.
+// registeredGen is the generation a breaker is registered in (a breaker
+// starts in generation 1): its first event carries registeredGen+1.
 const registeredGen = 1
 
 // history keeps the recent transitions of every breaker, from the manager's

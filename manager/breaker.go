@@ -7,6 +7,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/internal/stripe"
 	"github.com/fusebox-go/fusebox/recover"
 )
@@ -15,7 +16,7 @@ import (
 // use; keep it rather than looking it up by name for every call.
 type Breaker struct {
 	// Read on every call.
-	mach        breaker.Machine
+	mach        machine.Machine
 	classify    classify.Classifier
 	nilSucceeds bool          // classify is classify.Default, which makes nil a Success
 	timed       bool          // the strategy's counter needs the time of each call
@@ -61,7 +62,7 @@ func (b *Breaker) State() breaker.State { return b.mach.Snapshot().State }
 
 // Snapshot returns the breaker's current state in full: when it was entered,
 // when its timer ends, and whether it is forced open.
-func (b *Breaker) Snapshot() *breaker.Snapshot { return b.mach.Snapshot() }
+func (b *Breaker) Snapshot() *breaker.Snapshot { return &b.mach.Snapshot().Snapshot }
 
 // Permit is the right to make one call through a breaker, returned by
 // Acquire. Report the call's result with exactly one Release or
@@ -70,7 +71,7 @@ func (b *Breaker) Snapshot() *breaker.Snapshot { return b.mach.Snapshot() }
 // nothing.
 type Permit struct {
 	b *Breaker
-	t breaker.Ticket
+	t machine.Ticket
 }
 
 // Probe reports whether the permit is the breaker's probe: the one call let
@@ -89,7 +90,7 @@ func (p Permit) Probe() bool { return p.t.Probe }
 func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	s := b.mach.Snapshot()
 	if s.Admits() {
-		return Permit{b: b, t: breaker.Ticket{Gen: s.Gen}}, nil
+		return Permit{b: b, t: machine.Ticket{Gen: s.Gen}}, nil
 	}
 	if s.Declines() {
 		b.stats.Add(statDeclined)
@@ -193,13 +194,13 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome) {
 	}
 }
 
-func (b *Breaker) endProbe(t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome) {
 	var token string
 	if b.sharing != nil {
 		token = b.resolveFirst(t, o)
 	}
 	step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
-	if r == breaker.Stale {
+	if r == machine.Stale {
 		b.stats.Add(statStale)
 		return
 	}

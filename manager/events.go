@@ -7,6 +7,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 )
 
 // EventKind says what an Event reports.
@@ -125,7 +126,7 @@ func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
 	}
 }
 
-func (m *Manager) emit(b *Breaker, s breaker.Step) {
+func (m *Manager) emit(b *Breaker, s machine.Step) {
 	if len(m.subs) == 0 {
 		return
 	}

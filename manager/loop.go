@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/recover"
 )
 
@@ -71,7 +72,7 @@ func (m *Manager) drainStore() {
 }
 
 // handle is handleNote for a step with no more to it.
-func (m *Manager) handle(b *Breaker, s breaker.Step) { m.handleNote(note{b: b, step: s}) }
+func (m *Manager) handle(b *Breaker, s machine.Step) { m.handleNote(note{b: b, step: s}) }
 
 // handleNote takes a breaker's steps in generation order. A caller may be
 // overtaken between its compare-and-swap and its send, so a step can arrive
@@ -135,7 +136,7 @@ func (m *Manager) apply(n note) {
 
 // timeout asks the breaker's Recover how long the state entered by s lasts.
 // It reports false if Recover panicked: the manager must restart.
-func (m *Manager) timeout(b *Breaker, s breaker.Step) (time.Duration, bool) {
+func (m *Manager) timeout(b *Breaker, s machine.Step) (time.Duration, bool) {
 	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At}
 	var d time.Duration
 	var next any
@@ -153,7 +154,7 @@ func (m *Manager) timeout(b *Breaker, s breaker.Step) (time.Duration, bool) {
 }
 
 // schedule arms the timer of step s, d after it happened.
-func (m *Manager) schedule(b *Breaker, s breaker.Step, d time.Duration) {
+func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) {
 	at := s.At.Add(d)
 	if at.After(latest) || at.Before(s.At) {
 		at = latest

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/recover"
 )
 
@@ -70,7 +71,7 @@ func drainEvents(ch <-chan Event) []Event {
 // cycle makes a breaker go closed -> open -> half_open -> probing -> closed
 // through its machine, as callers and timers would, and returns the steps
 // without giving them to the manager.
-func cycle(t *testing.T, b *Breaker, start time.Time) []breaker.Step {
+func cycle(t *testing.T, b *Breaker, start time.Time) []machine.Step {
 	t.Helper()
 	gen := b.mach.Snapshot().Gen
 	s1, ok := b.mach.Trip(gen, classify.Failure, start)
@@ -81,8 +82,8 @@ func cycle(t *testing.T, b *Breaker, start time.Time) []breaker.Step {
 	require.Nil(t, oerr)
 	require.True(t, tk.Probe)
 	s4, r := b.mach.EndProbe(tk, classify.Success, start.Add(3*time.Second))
-	require.Equal(t, breaker.Counted, r)
-	return []breaker.Step{s1, s2, s3, s4}
+	require.Equal(t, machine.Counted, r)
+	return []machine.Step{s1, s2, s3, s4}
 }
 
 func transitions(evs []Event) []breaker.Transition {

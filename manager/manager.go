@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/store"
 )
 
@@ -52,7 +52,7 @@ const noteBuffer = 1024
 // caller's goroutine.
 type note struct {
 	b    *Breaker
-	step breaker.Step
+	step machine.Step
 	// hold, when held is set, is how long the state entered lasts, decided
 	// elsewhere (by a store, or a probe lease): the manager arms that timer
 	// (none if hold is zero) instead of asking Recover.
@@ -273,11 +273,11 @@ func (m *Manager) Stop() {
 func (m *Manager) Done() <-chan struct{} { return m.done }
 
 // notify hands a transition made on a caller's goroutine to the manager.
-func (m *Manager) notify(b *Breaker, s breaker.Step) { m.send(note{b: b, step: s}) }
+func (m *Manager) notify(b *Breaker, s machine.Step) { m.send(note{b: b, step: s}) }
 
 // notifyHeld is notify for a state whose timer was decided elsewhere: hold
 // long (zero: no timer).
-func (m *Manager) notifyHeld(b *Breaker, s breaker.Step, hold time.Duration) {
+func (m *Manager) notifyHeld(b *Breaker, s machine.Step, hold time.Duration) {
 	m.send(note{b: b, step: s, hold: hold, held: true})
 }
 

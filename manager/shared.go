@@ -13,6 +13,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/recover"
 	"github.com/fusebox-go/fusebox/store"
 )
@@ -287,7 +288,7 @@ func (m *Manager) storeCtx(parent context.Context) (context.Context, context.Can
 func (sh *sharing) local() bool { return sh.down.Load() && sh.fallback == store.FallbackLocal }
 
 // releaseShared is Release in the closed state for a shared breaker.
-func (b *Breaker) releaseShared(c breaker.Counter, t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) releaseShared(c breaker.Counter, t machine.Ticket, o classify.Outcome) {
 	sh := b.sharing
 	switch {
 	case !sh.down.Load():
@@ -299,7 +300,7 @@ func (b *Breaker) releaseShared(c breaker.Counter, t breaker.Ticket, o classify.
 
 // recordShared is Release in the closed state for a shared breaker whose
 // store is reachable.
-func (b *Breaker) recordShared(c breaker.Counter, t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.Outcome) {
 	sh := b.sharing
 	switch o {
 	case classify.Failure:
@@ -341,7 +342,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t breaker.Ticket, o classify.O
 }
 
 // recordLocal is Release in the closed state on the breaker's own counter.
-func (b *Breaker) recordLocal(c breaker.Counter, t breaker.Ticket, o classify.Outcome) {
+func (b *Breaker) recordLocal(c breaker.Counter, t machine.Ticket, o classify.Outcome) {
 	var now time.Time
 	if b.timed {
 		now = b.mgr.clk.Now()
@@ -367,7 +368,7 @@ func (b *Breaker) mirror(st breaker.State, d time.Duration) {
 // acquireShared takes the store's probe lease for the local probe t, won at
 // step. It returns the permit, or declines the caller when another process
 // holds the lease or the breaker is still open in the store.
-func (b *Breaker) acquireShared(ctx context.Context, t breaker.Ticket, step breaker.Step) (Permit, error) {
+func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step machine.Step) (Permit, error) {
 	sh := b.sharing
 	lease := time.Duration(sh.lease.Load())
 	if lease <= 0 {
@@ -412,7 +413,7 @@ func (b *Breaker) acquireShared(ctx context.Context, t breaker.Ticket, step brea
 // afterwards can count against the run of failures the verdict clears, nor
 // find the lease still held. It returns the token the manager must still
 // resolve (a failure's, whose period Recover decides), or "".
-func (b *Breaker) resolveFirst(t breaker.Ticket, o classify.Outcome) string {
+func (b *Breaker) resolveFirst(t machine.Ticket, o classify.Outcome) string {
 	sh := b.sharing
 	token := sh.leaseOf(t.Gen)
 	if token == "" || o == classify.Failure || sh.down.Load() {
@@ -449,7 +450,7 @@ func (b *Breaker) storeFailed(err error) {
 
 // applyShared does, after apply, what a shared breaker's step needs of the
 // store. d is the period Recover decided for the step, if any.
-func (m *Manager) applyShared(b *Breaker, s breaker.Step, n note, d time.Duration) {
+func (m *Manager) applyShared(b *Breaker, s machine.Step, n note, d time.Duration) {
 	sh := b.sharing
 	name := b.Name()
 	if s.To == breaker.Open && s.Cause != breaker.CauseForceOpen {
@@ -696,7 +697,7 @@ func (m *Manager) storeUp(h *hub) {
 // whose transition stays in the state the breaker's events last left it in
 // (callers may be a step ahead; their steps come after this event).
 func (m *Manager) emitStore(b *Breaker, c breaker.Cause) {
-	m.emit(b, breaker.Step{Transition: breaker.Transition{From: b.last, To: b.last}, Gen: b.nextGen - 1, At: m.clk.Now(), Cause: c})
+	m.emit(b, machine.Step{Transition: breaker.Transition{From: b.last, To: b.last}, Gen: b.nextGen - 1, At: m.clk.Now(), Cause: c})
 }
 
 // stopHubs ends every hub and waits for every store goroutine.

@@ -20,8 +20,8 @@ import (
 // DefaultBuffer is the subscription buffer used for a buffer below 1.
 const DefaultBuffer = 1024
 
-// registeredGen is the generation a breaker is registered in (see
-// breaker.Machine.Init): its first event carries registeredGen+1.
+// registeredGen is the generation a breaker is registered in (a breaker
+// starts in generation 1): its first event carries registeredGen+1.
 const registeredGen = 1
 
 // Counts are one breaker's transitions seen by a Tally.

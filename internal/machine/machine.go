@@ -1,59 +1,37 @@
-package breaker
+// Package machine is the state machine of one breaker: pure, with time as
+// an argument, driven by package manager.
+//
+// Machine starts no goroutine and never reads a clock. Every method that
+// needs the time takes it as an argument, so the whole life of a breaker can
+// be stepped through in a test with fixed instants. It is also safe for
+// concurrent use: its state is one immutable Snapshot published through an
+// atomic pointer, and every transition is a compare-and-swap from the
+// snapshot it was decided on. Callers admitted in the closed state touch
+// nothing but that pointer and their strategy's atomic counters.
+//
+// Machine does not run timers. A transition that needs one (a trip, a failed
+// probe, a probe that starts) is reported as a Step; the driver (package
+// manager) asks the breaker's recovery policy how long the timer runs, and
+// later calls Expire.
+package machine
 
 import (
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 )
 
-// Snapshot is a breaker's state at one moment. A Machine publishes a new
-// Snapshot for every change and never modifies one after publishing it, so a
-// Snapshot may be read freely by any goroutine.
+// Snapshot is a breaker's state at one moment: the public view users read
+// (breaker.Snapshot, embedded first, so that the hot path's Admits reads
+// the start of the struct), and the closed period's counter. A Machine
+// publishes a new Snapshot for every change and never modifies one after
+// publishing it, so a Snapshot may be read freely by any goroutine.
 type Snapshot struct {
-	// Gen counts the breaker's transitions: it grows by one with each, so a
-	// Ticket granted in an earlier generation can be told apart.
-	Gen uint64
-	// Since is when State was entered.
-	Since time.Time
-	// Until is when the open period or the probe's time ends; zero when
-	// there is none or it is not known yet.
-	Until time.Time
-
-	err     OpenError // what a declined call gets, built with the snapshot
-	counter Counter   // the closed period's own counter; nil in other states
-
-	// State is the breaker's state.
-	State State
-	// Forced is set on a breaker forced open by hand: no timer ends it, only
-	// Reset does.
-	Forced bool
-	// Halted is set once the machine is halted: every call is refused and
-	// every transition is refused.
-	Halted bool
-
-	// The small fields come last, together, so that the struct packs into
-	// 128 bytes.
-	admit   bool // State == Closed && !Halted: the one check on the hot path
-	decline bool // State is Open or Probing, and not Halted
-}
-
-// Admits reports whether a call acquired now goes through without becoming
-// a probe: the breaker is closed and not halted.
-func (s *Snapshot) Admits() bool { return s.admit }
-
-// Declines reports whether a call acquired now is declined without further
-// ado: the breaker is open or probing, and not halted.
-func (s *Snapshot) Declines() bool { return s.decline }
-
-// Err returns the error a call declined in this snapshot gets: an
-// *OpenError built once for the snapshot. It is nil for a closed breaker.
-func (s *Snapshot) Err() *OpenError {
-	if s.admit {
-		return nil
-	}
-	return &s.err
+	breaker.Snapshot
+	counter breaker.Counter // the closed period's own counter; nil in other states
 }
 
 // Ticket is what an admitted call holds until it reports its outcome: the
@@ -65,7 +43,7 @@ type Ticket struct {
 
 // Step is one transition the machine made.
 type Step struct {
-	Transition
+	breaker.Transition
 	// Gen is the generation the transition entered.
 	Gen uint64
 	// At is when it happened.
@@ -73,7 +51,7 @@ type Step struct {
 	// Outcome is the outcome of the call that caused it, or zero.
 	Outcome classify.Outcome
 	// Cause says what caused it.
-	Cause Cause
+	Cause breaker.Cause
 }
 
 // NeedsTimer reports whether the state entered by the step runs a timer
@@ -81,8 +59,10 @@ type Step struct {
 // {closed, open}, {probing, open} and {half_open, probing}.
 func (s Step) NeedsTimer() bool {
 	switch s.Transition {
-	case Transition{Closed, Open}, Transition{Probing, Open}, Transition{HalfOpen, Probing}:
-		return s.Cause != CauseForceOpen
+	case breaker.Transition{From: breaker.Closed, To: breaker.Open},
+		breaker.Transition{From: breaker.Probing, To: breaker.Open},
+		breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}:
+		return s.Cause != breaker.CauseForceOpen
 	}
 	return false
 }
@@ -102,15 +82,15 @@ const (
 // Machine is one breaker's state machine. It is safe for concurrent use; see
 // the package documentation.
 //
-// Every closed period counts in a Counter of its own, made by the strategy
+// Every closed period counts in a breaker.Counter of its own, made by the strategy
 // as the breaker closes and published in the same snapshot as the closed
 // state. An outcome reported for an earlier period can therefore never
 // reach the counter of the current one, however late it comes: it finds
 // its own period's counter, which nothing reads any more.
 type Machine struct {
 	cur      atomic.Pointer[Snapshot]
-	strategy Strategy
-	first    Counter // the first period's counter, kept in case the strategy fails later
+	strategy breaker.Strategy
+	first    breaker.Counter // the first period's counter, kept in case the strategy fails later
 	name     string
 	clock    bool
 }
@@ -118,7 +98,7 @@ type Machine struct {
 // NewMachine returns a closed breaker named name, tripped by strategy s,
 // that entered the closed state at now. It fails if the strategy is
 // invalid.
-func NewMachine(name string, s Strategy, now time.Time) (*Machine, error) {
+func NewMachine(name string, s breaker.Strategy, now time.Time) (*Machine, error) {
 	m := new(Machine)
 	if err := m.Init(name, s, now); err != nil {
 		return nil, err
@@ -129,16 +109,16 @@ func NewMachine(name string, s Strategy, now time.Time) (*Machine, error) {
 // Init makes a zero Machine what NewMachine returns, for drivers that keep
 // the machine inside a larger struct. It must be called before any other
 // method, and only once.
-func (m *Machine) Init(name string, s Strategy, now time.Time) error {
+func (m *Machine) Init(name string, s breaker.Strategy, now time.Time) error {
 	c, err := s.NewCounter()
 	if err != nil {
 		return err
 	}
 	if c == nil {
-		return Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
+		return breaker.Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
 	}
 	m.name, m.strategy, m.first, m.clock = name, s, c, c.UsesClock()
-	next := m.snapshot(Closed, 1, now, time.Time{}, false, false)
+	next := m.snapshot(breaker.Closed, 1, now, time.Time{}, false, false)
 	next.counter = c
 	m.cur.Store(next)
 	return nil
@@ -148,12 +128,12 @@ func (m *Machine) Init(name string, s Strategy, now time.Time) error {
 func (m *Machine) Name() string { return m.name }
 
 // UsesClock reports whether the strategy's counters need the time of each
-// call (see Counter.UsesClock).
+// call (see breaker.Counter.UsesClock).
 func (m *Machine) UsesClock() bool { return m.clock }
 
 // newCounter returns a fresh counter for a new closed period. A strategy that
 // could make one before but fails now falls back on the first counter.
-func (m *Machine) newCounter() Counter {
+func (m *Machine) newCounter() breaker.Counter {
 	if c, err := m.strategy.NewCounter(); err == nil && c != nil {
 		return c
 	}
@@ -163,49 +143,43 @@ func (m *Machine) newCounter() Counter {
 // Snapshot returns the current state.
 func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
 
-func (m *Machine) snapshot(st State, gen uint64, since, until time.Time, forced, halted bool) *Snapshot {
-	s := &Snapshot{State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted}
-	s.admit = st == Closed && !halted
-	s.decline = (st == Open || st == Probing) && !halted
-	if !s.admit {
-		s.err = OpenError{Name: m.name, State: st, Until: until}
-	}
-	return s
+func (m *Machine) snapshot(st breaker.State, gen uint64, since, until time.Time, forced, halted bool) *Snapshot {
+	return &Snapshot{Snapshot: breaker.NewSnapshot(m.name, st, gen, since, until, forced, halted)}
 }
 
 // move publishes the state to if the current snapshot is still from.
-func (m *Machine) move(from *Snapshot, to State, now time.Time, o classify.Outcome, cause Cause, forced bool) (Step, bool) {
+func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classify.Outcome, cause breaker.Cause, forced bool) (Step, bool) {
 	if from.Halted {
 		return Step{}, false
 	}
 	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false)
-	if to == Closed {
+	if to == breaker.Closed {
 		next.counter = m.newCounter()
 	}
 	if !m.cur.CompareAndSwap(from, next) {
 		return Step{}, false
 	}
-	return Step{Transition: Transition{from.State, to}, Gen: next.Gen, At: now, Outcome: o, Cause: cause}, true
+	return Step{Transition: breaker.Transition{From: from.State, To: to}, Gen: next.Gen, At: now, Outcome: o, Cause: cause}, true
 }
 
 // Acquire admits a call or declines it. In the closed state it returns a
 // ticket at once. In half_open the first caller becomes the probe, which
 // moves the breaker to probing at now (the returned step); every other
-// caller is declined with the snapshot's *OpenError. A halted machine
+// caller is declined with the snapshot's *breaker.OpenError. A halted machine
 // declines with a nil error and a zero ticket: the driver decides what to
 // tell the caller.
-func (m *Machine) Acquire(now time.Time) (Ticket, Step, *OpenError) {
+func (m *Machine) Acquire(now time.Time) (Ticket, Step, *breaker.OpenError) {
 	for {
 		s := m.cur.Load()
 		switch {
-		case s.admit:
+		case s.Admits():
 			return Ticket{Gen: s.Gen}, Step{}, nil
 		case s.Halted:
 			return Ticket{}, Step{}, nil
-		case s.State != HalfOpen:
-			return Ticket{}, Step{}, &s.err
+		case s.State != breaker.HalfOpen:
+			return Ticket{}, Step{}, s.Err()
 		}
-		if step, ok := m.move(s, Probing, now, 0, CauseProbe, false); ok {
+		if step, ok := m.move(s, breaker.Probing, now, 0, breaker.CauseProbe, false); ok {
 			return Ticket{Gen: step.Gen, Probe: true}, step, nil
 		}
 		// Another caller moved the breaker first; look again.
@@ -215,8 +189,8 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *OpenError) {
 // Current returns the counter of the closed period t was granted in, if t
 // is still current (the breaker has not changed generation since), or nil.
 // Record is Current followed by the counter's Record.
-func (m *Machine) Current(t Ticket) Counter {
-	if s := m.cur.Load(); s.Gen == t.Gen && s.admit && !t.Probe {
+func (m *Machine) Current(t Ticket) breaker.Counter {
+	if s := m.cur.Load(); s.Gen == t.Gen && s.Admits() && !t.Probe {
 		return s.counter
 	}
 	return nil
@@ -240,10 +214,10 @@ func (m *Machine) Record(t Ticket, o classify.Outcome, now time.Time) (trip bool
 // generation.
 func (m *Machine) Trip(gen uint64, o classify.Outcome, now time.Time) (Step, bool) {
 	s := m.cur.Load()
-	if s.Gen != gen || s.State != Closed {
+	if s.Gen != gen || s.State != breaker.Closed {
 		return Step{}, false
 	}
-	return m.move(s, Open, now, o, CauseTrip, false)
+	return m.move(s, breaker.Open, now, o, breaker.CauseTrip, false)
 }
 
 // EndProbe reports the probe's outcome: a success closes the breaker, a
@@ -251,22 +225,22 @@ func (m *Machine) Trip(gen uint64, o classify.Outcome, now time.Time) (Step, boo
 // ticket that is not the current probe is Stale and changes nothing: the
 // probe's time ran out, or the breaker was reset or forced open meanwhile.
 func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, Release) {
-	to := Open
+	to := breaker.Open
 	switch o {
 	case classify.Success:
-		to = Closed
+		to = breaker.Closed
 	case classify.Ignore:
-		to = HalfOpen
+		to = breaker.HalfOpen
 	}
 	for {
 		s := m.cur.Load()
-		if !t.Probe || t.Gen != s.Gen || s.State != Probing || s.Halted {
+		if !t.Probe || t.Gen != s.Gen || s.State != breaker.Probing || s.Halted {
 			return Step{}, Stale
 		}
 		// The swap also fails when SetUntil published the probe's
 		// deadline meanwhile: a new snapshot of the same generation, in
 		// which the probe is still current. Look again.
-		if step, ok := m.move(s, to, now, o, CauseProbe, false); ok {
+		if step, ok := m.move(s, to, now, o, breaker.CauseProbe, false); ok {
 			return step, Counted
 		}
 	}
@@ -280,10 +254,10 @@ func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, R
 func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
 	for {
 		s := m.cur.Load()
-		if s.Gen != gen || s.Forced || s.Halted || (s.State != Open && s.State != Probing) || now.Before(s.Until) {
+		if s.Gen != gen || s.Forced || s.Halted || (s.State != breaker.Open && s.State != breaker.Probing) || now.Before(s.Until) {
 			return Step{}, false
 		}
-		if step, ok := m.move(s, HalfOpen, now, 0, CauseTimer, false); ok {
+		if step, ok := m.move(s, breaker.HalfOpen, now, 0, breaker.CauseTimer, false); ok {
 			return step, true
 		}
 	}
@@ -294,7 +268,7 @@ func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
 func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
 	for {
 		s := m.cur.Load()
-		if s.Gen != gen || s.admit || s.Halted {
+		if s.Gen != gen || s.Admits() || s.Halted {
 			return false
 		}
 		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false)
@@ -312,34 +286,34 @@ func (m *Machine) ForceOpen(now time.Time) (Step, bool) {
 		if s.Forced || s.Halted {
 			return Step{}, false
 		}
-		if step, ok := m.move(s, Open, now, 0, CauseForceOpen, true); ok {
+		if step, ok := m.move(s, breaker.Open, now, 0, breaker.CauseForceOpen, true); ok {
 			return step, true
 		}
 	}
 }
 
-// Reset closes the breaker at now, whatever its state, with cause (CauseReset
-// for a reset by hand, CauseRestart for a supervisor's restart), with a fresh
+// Reset closes the breaker at now, whatever its state, with cause (breaker.CauseReset
+// for a reset by hand, breaker.CauseRestart for a supervisor's restart), with a fresh
 // counter. A breaker forced open stays forced open on a restart; only
-// CauseReset lifts that. It reports false if the breaker was already
+// breaker.CauseReset lifts that. It reports false if the breaker was already
 // closed: then it only replaces the counter, in the same generation, so
 // that calls admitted before still count, in the new counter or the old.
-func (m *Machine) Reset(now time.Time, cause Cause) (Step, bool) {
+func (m *Machine) Reset(now time.Time, cause breaker.Cause) (Step, bool) {
 	for {
 		s := m.cur.Load()
 		if s.Halted {
 			return Step{}, false
 		}
-		if s.State == Closed {
+		if s.State == breaker.Closed {
 			if m.renew(s) {
 				return Step{}, false
 			}
 			continue
 		}
-		if s.Forced && cause != CauseReset {
+		if s.Forced && cause != breaker.CauseReset {
 			return Step{}, false
 		}
-		if step, ok := m.move(s, Closed, now, 0, cause, false); ok {
+		if step, ok := m.move(s, breaker.Closed, now, 0, cause, false); ok {
 			return step, true
 		}
 	}
@@ -351,7 +325,7 @@ func (m *Machine) Reset(now time.Time, cause Cause) (Step, bool) {
 func (m *Machine) Renew() {
 	for {
 		s := m.cur.Load()
-		if !s.admit || m.renew(s) {
+		if !s.Admits() || m.renew(s) {
 			return
 		}
 	}
@@ -387,7 +361,7 @@ func (m *Machine) Halt() {
 // states, since it follows decisions made elsewhere; it reports false if the
 // breaker is already in st, is forced open, or is halted, and refuses a
 // state that is not one of the four.
-func (m *Machine) Mirror(st State, until, now time.Time) (Step, bool) {
+func (m *Machine) Mirror(st breaker.State, until, now time.Time) (Step, bool) {
 	if !st.Valid() {
 		return Step{}, false
 	}
@@ -397,11 +371,11 @@ func (m *Machine) Mirror(st State, until, now time.Time) (Step, bool) {
 			return Step{}, false
 		}
 		next := m.snapshot(st, s.Gen+1, now, until, false, false)
-		if st == Closed {
+		if st == breaker.Closed {
 			next.counter = m.newCounter()
 		}
 		if m.cur.CompareAndSwap(s, next) {
-			return Step{Transition: Transition{s.State, st}, Gen: next.Gen, At: now, Cause: CauseShared}, true
+			return Step{Transition: breaker.Transition{From: s.State, To: st}, Gen: next.Gen, At: now, Cause: breaker.CauseShared}, true
 		}
 	}
 }

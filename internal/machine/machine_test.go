@@ -1,4 +1,4 @@
-package breaker_test
+package machine_test
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 )
 
 // t0 is the instant every sequence starts from; the others are offsets of it.
@@ -30,8 +31,8 @@ func tr(from, to breaker.State) breaker.Transition { return breaker.Transition{F
 // fixture drives one Machine the way package manager does, and remembers
 // the tickets it was given under the names the steps use.
 type fixture struct {
-	m       *breaker.Machine
-	tickets map[string]breaker.Ticket
+	m       *machine.Machine
+	tickets map[string]machine.Ticket
 }
 
 // result is what one input did to the machine. Steps compare it whole.
@@ -72,7 +73,7 @@ func (r result) String() string {
 // input is one call on the machine at one instant.
 type input struct {
 	desc  string
-	apply func(f *fixture) (breaker.Step, bool, result)
+	apply func(f *fixture) (machine.Step, bool, result)
 }
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
@@ -83,7 +84,7 @@ func when(t time.Time) string { return "t0+" + t.Sub(t0).String() }
 func acquire(name string, now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("Acquire(%s) as %q", when(now), name),
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			tk, step, err := f.m.Acquire(now)
 			var r result
 			switch {
@@ -105,24 +106,24 @@ func acquire(name string, now time.Time) input {
 func release(name string, o classify.Outcome, now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("release %q with %v at %s", name, o, when(now)),
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			tk, ok := f.tickets[name]
 			if !ok {
 				panic("no ticket named " + name)
 			}
 			if tk.Probe {
 				step, rel := f.m.EndProbe(tk, o, now)
-				return step, rel == breaker.Counted, result{Stale: rel == breaker.Stale}
+				return step, rel == machine.Counted, result{Stale: rel == machine.Stale}
 			}
 			trip, rel := f.m.Record(tk, o, now)
-			if rel == breaker.Stale {
-				return breaker.Step{}, false, result{Stale: true}
+			if rel == machine.Stale {
+				return machine.Step{}, false, result{Stale: true}
 			}
 			if trip {
 				step, ok := f.m.Trip(tk.Gen, o, now)
 				return step, ok, result{}
 			}
-			return breaker.Step{}, false, result{}
+			return machine.Step{}, false, result{}
 		},
 	}
 }
@@ -132,7 +133,7 @@ func release(name string, o classify.Outcome, now time.Time) input {
 func expire(offset int, now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("Expire(gen%+d, %s)", offset, when(now)),
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			gen := uint64(int64(f.m.Snapshot().Gen) + int64(offset))
 			step, ok := f.m.Expire(gen, now)
 			return step, ok, result{}
@@ -143,7 +144,7 @@ func expire(offset int, now time.Time) input {
 func forceOpen(now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("ForceOpen(%s)", when(now)),
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			step, ok := f.m.ForceOpen(now)
 			return step, ok, result{}
 		},
@@ -153,7 +154,7 @@ func forceOpen(now time.Time) input {
 func reset(now time.Time, cause breaker.Cause) input {
 	return input{
 		desc: fmt.Sprintf("Reset(%s, %v)", when(now), cause),
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			step, ok := f.m.Reset(now, cause)
 			return step, ok, result{}
 		},
@@ -165,7 +166,7 @@ func reset(now time.Time, cause breaker.Cause) input {
 func trip(now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("Trip(gen, failure, %s)", when(now)),
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			step, ok := f.m.Trip(f.m.Snapshot().Gen, classify.Failure, now)
 			return step, ok, result{}
 		},
@@ -175,9 +176,9 @@ func trip(now time.Time) input {
 func halt() input {
 	return input{
 		desc: "Halt()",
-		apply: func(f *fixture) (breaker.Step, bool, result) {
+		apply: func(f *fixture) (machine.Step, bool, result) {
 			f.m.Halt()
-			return breaker.Step{}, false, result{}
+			return machine.Step{}, false, result{}
 		},
 	}
 }
@@ -201,9 +202,9 @@ func stays(s breaker.State) result { return result{State: s} }
 // bookkeeping (generation, instant) and the snapshot afterwards.
 func run(t *testing.T, s breaker.Strategy, steps []step) *fixture {
 	t.Helper()
-	m, err := breaker.NewMachine("svc", s, t0)
+	m, err := machine.NewMachine("svc", s, t0)
 	require.NoError(t, err, "NewMachine(%+v)", s)
-	f := &fixture{m: m, tickets: map[string]breaker.Ticket{}}
+	f := &fixture{m: m, tickets: map[string]machine.Ticket{}}
 	for i, st := range steps {
 		before := f.m.Snapshot()
 		step, ok, got := st.in.apply(f)
@@ -413,7 +414,7 @@ func TestMachineTransitions(t *testing.T) {
 }
 
 func TestMachineStartsClosed(t *testing.T) {
-	m, err := breaker.NewMachine("payments", breaker.Consecutive{Failures: 1}, t0)
+	m, err := machine.NewMachine("payments", breaker.Consecutive{Failures: 1}, t0)
 	require.NoError(t, err)
 	s := m.Snapshot()
 	assert.Equal(t, "payments", m.Name())
@@ -427,9 +428,9 @@ func TestMachineStartsClosed(t *testing.T) {
 	assert.False(t, s.Forced)
 	assert.False(t, s.Halted)
 
-	var z breaker.Machine // Init on a zero Machine, as drivers embedding it do
+	var z machine.Machine // Init on a zero Machine, as drivers embedding it do
 	require.NoError(t, z.Init("embedded", breaker.Consecutive{Failures: 1}, t0))
-	_, err = breaker.NewMachine("bad", breaker.Consecutive{}, t0)
+	_, err = machine.NewMachine("bad", breaker.Consecutive{}, t0)
 	var ce *breaker.ConfigError
 	require.ErrorAs(t, err, &ce, "an invalid strategy fails NewMachine")
 	assert.Equal(t, "embedded", z.Name())
@@ -442,8 +443,8 @@ func TestMachineCurrent(t *testing.T) {
 	})
 	a := f.tickets["a"]
 	assert.NotNil(t, f.m.Current(a), "a ticket of the current closed generation is current")
-	assert.Nil(t, f.m.Current(breaker.Ticket{Gen: a.Gen, Probe: true}), "a probe ticket is never a closed-state ticket")
-	assert.Nil(t, f.m.Current(breaker.Ticket{}), "the zero ticket is never current")
+	assert.Nil(t, f.m.Current(machine.Ticket{Gen: a.Gen, Probe: true}), "a probe ticket is never a closed-state ticket")
+	assert.Nil(t, f.m.Current(machine.Ticket{}), "the zero ticket is never current")
 	_, ok := f.m.Trip(a.Gen, classify.Failure, at(time.Second))
 	require.True(t, ok)
 	assert.Nil(t, f.m.Current(a), "after a trip the ticket is stale")
@@ -567,7 +568,7 @@ func TestStepNeedsTimer(t *testing.T) {
 		{probing, closed, breaker.CauseRestart, false},
 	}
 	for _, tt := range tests {
-		s := breaker.Step{Transition: tr(tt.from, tt.to), Cause: tt.cause}
+		s := machine.Step{Transition: tr(tt.from, tt.to), Cause: tt.cause}
 		assert.Equal(t, tt.want, s.NeedsTimer(), "Step{%v, %v}.NeedsTimer()", s.Transition, tt.cause)
 	}
 }
@@ -625,8 +626,8 @@ func TestMachineOneProbeAmongManyCallers(t *testing.T) {
 	gen := f.m.Snapshot().Gen
 
 	type got struct {
-		tk   breaker.Ticket
-		step breaker.Step
+		tk   machine.Ticket
+		step machine.Step
 		err  *breaker.OpenError
 	}
 	results := make([]got, callers)
@@ -652,7 +653,7 @@ func TestMachineOneProbeAmongManyCallers(t *testing.T) {
 			continue
 		}
 		probes++
-		assert.Equal(t, breaker.Ticket{Gen: gen + 1, Probe: true}, r.tk, "caller %d", i)
+		assert.Equal(t, machine.Ticket{Gen: gen + 1, Probe: true}, r.tk, "caller %d", i)
 		assert.Equal(t, tr(halfOpen, probing), r.step.Transition, "caller %d", i)
 	}
 	assert.Equal(t, 1, probes, "exactly one of %d callers becomes the probe", callers)
@@ -664,16 +665,16 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 	const callers = 200
 	// Every failure makes this counter say "trip": the compare-and-swap
 	// alone must make the trip happen once.
-	m, err := breaker.NewMachine("svc", breaker.FailureRate{Rate: 0.5, Window: callers, MinCalls: 1}, t0)
+	m, err := machine.NewMachine("svc", breaker.FailureRate{Rate: 0.5, Window: callers, MinCalls: 1}, t0)
 	require.NoError(t, err)
-	tickets := make([]breaker.Ticket, callers)
+	tickets := make([]machine.Ticket, callers)
 	for i := range tickets {
 		tickets[i], _, _ = m.Acquire(t0)
 	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		trips []breaker.Step
+		trips []machine.Step
 	)
 	start := make(chan struct{})
 	for _, tk := range tickets {
@@ -701,7 +702,7 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 // then held up while the breaker went round to closed again, records into
 // its own period's counter: the new period does not see that outcome.
 func TestMachineLateRecordStaysInItsPeriod(t *testing.T) {
-	m, err := breaker.NewMachine("svc", breaker.Consecutive{Failures: 2}, t0)
+	m, err := machine.NewMachine("svc", breaker.Consecutive{Failures: 2}, t0)
 	require.NoError(t, err)
 	late, _, _ := m.Acquire(t0)
 	old := m.Current(late) // the held-up caller has its period's counter
@@ -718,7 +719,7 @@ func TestMachineLateRecordStaysInItsPeriod(t *testing.T) {
 	m.Expire(m.Snapshot().Gen, t0.Add(time.Second))
 	probe, _, _ := m.Acquire(t0.Add(time.Second))
 	_, r := m.EndProbe(probe, classify.Success, t0.Add(time.Second))
-	require.Equal(t, breaker.Counted, r)
+	require.Equal(t, machine.Counted, r)
 	require.Equal(t, closed, m.Snapshot().State)
 
 	old.Record(classify.Failure, t0) // lands now, in the old period
