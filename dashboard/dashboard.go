@@ -54,7 +54,8 @@ type Options struct {
 	// DefaultRefresh; it may not be negative or below 10ms.
 	Refresh time.Duration
 	// EventBuffer is the buffer of the handler's subscription to the
-	// manager's events. Below 1 means DefaultEventBuffer. Transitions that
+	// manager's events. Below 1 means DefaultEventBuffer; above
+	// manager.MaxSubscribeBuffer is an error. Transitions that
 	// arrive while it is full are missing from the timelines and counted in
 	// BreakerStatus.MissedTransitions.
 	EventBuffer int
@@ -138,7 +139,11 @@ func New(m *manager.Manager, opts Options) (*Handler, error) {
 		mux.Handle("POST /api/reset", sameOrigin(h.action((*manager.Breaker).Reset)))
 	}
 	h.mux = mux
-	h.hist = startHistory(m, opts.History, opts.EventBuffer)
+	hist, err := startHistory(m, opts.History, opts.EventBuffer)
+	if err != nil {
+		return nil, fmt.Errorf("fusebox: dashboard.New: Options.EventBuffer: %w", err)
+	}
+	h.hist = hist
 	return h, nil
 }
 

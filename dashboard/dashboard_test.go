@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -429,6 +430,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{dashboard.Options{History: dashboard.MaxHistory + 1}, "Options.History"},
 		{dashboard.Options{Refresh: -time.Second}, "Options.Refresh"},
 		{dashboard.Options{Refresh: time.Millisecond}, "Options.Refresh"},
+		{dashboard.Options{EventBuffer: math.MaxInt}, "Options.EventBuffer"},
 	} {
 		_, err := dashboard.New(m, c.opts)
 		assert.ErrorContains(t, err, c.field, "%+v", c.opts)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -281,6 +282,11 @@ func TestCloseAndStop(t *testing.T) {
 		_, err := eventlog.Start(nil, eventlog.Options{})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "manager is nil")
+	})
+	t.Run("buffer too large", func(t *testing.T) {
+		m, _ := newManager(t)
+		_, err := eventlog.Start(m, eventlog.Options{Buffer: math.MaxInt})
+		assert.ErrorContains(t, err, "Options.Buffer")
 	})
 }
 

@@ -1,8 +1,11 @@
 package manager
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -67,84 +70,276 @@ type Event struct {
 	// Gen is the breaker's generation after the transition; a breaker's
 	// events arrive with Gen growing by one, unless some were dropped.
 	Gen uint64
+	// Missed is how many events of the same breaker this subscription lost
+	// to a full buffer since the breaker's previous event it delivered:
+	// they happened between that event and this one. Zero when none was
+	// lost.
+	Missed uint64
 }
 
 // DefaultSubscribeBuffer is the buffer of a subscription asked for with a
 // buffer below 1.
 const DefaultSubscribeBuffer = 64
 
+// MaxSubscribeBuffer is the largest buffer a subscription may ask for:
+// about 30 MB of waiting events. Subscribe uses it for a larger buffer;
+// Watch rejects one.
+const MaxSubscribeBuffer = 1 << 18
+
+// WatchOptions configure a Watch. The zero value is valid: every event of
+// every breaker, through a buffer of DefaultSubscribeBuffer.
+type WatchOptions struct {
+	// Buffer is how many events may wait for the handler before the
+	// manager drops them. Below 1 means DefaultSubscribeBuffer; above
+	// MaxSubscribeBuffer is an error.
+	Buffer int
+	// Names, when not empty, limits the watch to the events of the
+	// breakers of these names, registered now or later. Nil means every
+	// breaker.
+	Names []string
+}
+
+// Watch is a subscription to a manager's events whose events are handed,
+// in order and in batches, to a function on a goroutine of the watch's
+// own. Create one with Manager.Watch and end it with Close. Its methods are
+// safe for concurrent use, except that the handler must not call Sync or
+// Close of its own Watch.
+type Watch struct {
+	m      *Manager
+	sub    *subscriber
+	handle func([]Event)
+	syncc  chan chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Watch subscribes to the manager's events and calls handle with each
+// batch of them, in the order the manager handled them, on a goroutine of
+// the watch's own: a batch is an event and those that were already waiting
+// behind it, so a burst of transitions costs one call. The slice is reused
+// after handle returns. The manager never waits for the handler: events
+// that find the buffer full are dropped, counted in Dropped and in the
+// breaker's Stats.DroppedEvents, and reported by the Missed field of the
+// breaker's next event the watch delivers.
+//
+// Watch fails if handle is nil or opts.Buffer is above MaxSubscribeBuffer.
+// On a stopped manager it returns a watch that is already done.
+func (m *Manager) Watch(opts WatchOptions, handle func([]Event)) (*Watch, error) {
+	if handle == nil {
+		return nil, errors.New("fusebox: Manager.Watch: the handler is nil")
+	}
+	sub, err := m.subscribeWith(opts)
+	if err != nil {
+		return nil, fmt.Errorf("fusebox: Manager.Watch: %w", err)
+	}
+	w := &Watch{
+		m:      m,
+		sub:    sub,
+		handle: handle,
+		syncc:  make(chan chan struct{}),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go w.run()
+	return w, nil
+}
+
+func (w *Watch) run() {
+	defer close(w.done)
+	batch := make([]Event, 0, 64)
+	for {
+		select {
+		case ev, ok := <-w.sub.ch:
+			if !ok {
+				return
+			}
+			w.drain(append(batch[:0], ev))
+		case reply := <-w.syncc:
+			w.drain(batch[:0])
+			close(reply)
+		case <-w.quit:
+			// Hand over what was delivered before Close, so that a
+			// consumer's last view includes it.
+			w.drain(batch[:0])
+			return
+		}
+	}
+}
+
+// drain adds to batch the events already waiting, and no more, and hands
+// the batch over if it is not empty.
+func (w *Watch) drain(batch []Event) {
+	for i := len(w.sub.ch); i > 0; i-- {
+		ev, ok := <-w.sub.ch
+		if !ok {
+			break
+		}
+		batch = append(batch, ev)
+	}
+	if len(batch) > 0 {
+		w.handle(batch)
+	}
+}
+
+// Sync returns once the handler has returned from every event the manager
+// had delivered to the watch before the call. Call Manager.Sync first to
+// include every event of what was asked of the manager before. After
+// Close, or once the manager has stopped, Sync returns at once.
+func (w *Watch) Sync() {
+	reply := make(chan struct{})
+	select {
+	case w.syncc <- reply:
+		<-reply
+	case <-w.done:
+	}
+}
+
+// Dropped returns how many events the manager dropped for this watch
+// because its buffer was full.
+func (w *Watch) Dropped() uint64 { return w.sub.dropped.Load() }
+
+// Done returns a channel closed once the watch's goroutine has returned:
+// after Close, or once the manager has stopped and the last events were
+// handled.
+func (w *Watch) Done() <-chan struct{} { return w.done }
+
+// Close ends the subscription, hands the events already delivered to the
+// handler, and returns once the watch's goroutine has returned. Calling it
+// more than once does nothing more.
+func (w *Watch) Close() {
+	w.once.Do(func() {
+		close(w.quit)
+		<-w.done
+		w.m.unsubscribeSub(w.sub)
+	})
+}
+
 type subscriber struct {
 	ch      chan Event
-	dropped uint64
-	ended   chan struct{} // closed by the loop once ch is closed
+	names   map[string]struct{} // nil: every breaker
+	dropped atomic.Uint64
+	// missed counts, per breaker, the events dropped since its last one
+	// delivered; owned by the loop.
+	missed map[*Breaker]uint64
+	ended  chan struct{} // closed by the loop once ch is closed
 }
 
 type subscribeReq struct {
-	buffer int
-	reply  chan *subscriber
+	sub   *subscriber
+	reply chan struct{}
 }
 
-// Subscribe returns a channel that receives every transition of every
-// breaker of the manager, in the order the manager handled them, and a
-// function that ends the subscription and closes the channel.
+// Subscribe returns a channel that receives every event of every breaker
+// of the manager, in the order the manager handled them, and a function
+// that ends the subscription and closes the channel.
 //
 // Events wait in a buffer of the given size (below 1 means
-// DefaultSubscribeBuffer). The manager never waits for a subscriber: when the
-// buffer is full the event is dropped for that subscriber and counted in the
-// breaker's Stats.DroppedEvents. The channel is closed when the subscription
-// ends or the manager stops. Calling the returned function more than once,
-// or after Stop, does nothing. Subscribing to a stopped manager returns a
-// closed channel.
+// DefaultSubscribeBuffer, above MaxSubscribeBuffer means
+// MaxSubscribeBuffer). The manager never waits for a subscriber: when the
+// buffer is full the event is dropped for that subscriber, counted in the
+// breaker's Stats.DroppedEvents and reported in the Missed field of the
+// breaker's next event. The channel is closed when the subscription ends or
+// the manager stops. Calling the returned function more than once, or after
+// Stop, does nothing. Subscribing to a stopped manager returns a closed
+// channel. Watch does the same with a per-breaker filter, a count of drops
+// and a goroutine that hands the events to a function.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
-	if buffer < 1 {
+	sub, _ := m.subscribeWith(WatchOptions{Buffer: min(buffer, MaxSubscribeBuffer)})
+	var once sync.Once
+	return sub.ch, func() { once.Do(func() { m.unsubscribeSub(sub) }) }
+}
+
+// subscribeWith makes the subscriber on the caller's goroutine, so that the
+// loop never allocates a buffer a caller chose, and hands it to the loop.
+func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
+	buffer := opts.Buffer
+	switch {
+	case buffer > MaxSubscribeBuffer:
+		return nil, fmt.Errorf("buffer %d is above MaxSubscribeBuffer (%d)", buffer, MaxSubscribeBuffer)
+	case buffer < 1:
 		buffer = DefaultSubscribeBuffer
 	}
-	req := subscribeReq{buffer: buffer, reply: make(chan *subscriber, 1)}
+	sub := &subscriber{ch: make(chan Event, buffer), ended: make(chan struct{})}
+	if len(opts.Names) > 0 {
+		sub.names = make(map[string]struct{}, len(opts.Names))
+		for _, n := range opts.Names {
+			sub.names[n] = struct{}{}
+		}
+	}
+	req := subscribeReq{sub: sub, reply: make(chan struct{})}
 	select {
 	case m.subscribec <- req:
+		<-req.reply
 	case <-m.done:
-		ch := make(chan Event)
-		close(ch)
-		return ch, func() {}
+		close(sub.ch)
+		close(sub.ended)
 	}
-	sub := <-req.reply
-	var once sync.Once
-	return sub.ch, func() {
-		once.Do(func() {
-			select {
-			case m.unsubscribec <- sub:
-			case <-m.done:
-				return
-			}
-			// Return only once the channel is closed, so that a caller
-			// may rely on it.
-			select {
-			case <-sub.ended:
-			case <-m.done:
-			}
-		})
+	return sub, nil
+}
+
+// unsubscribeSub ends sub and returns once its channel is closed, so that
+// a caller may rely on it.
+func (m *Manager) unsubscribeSub(sub *subscriber) {
+	select {
+	case m.unsubscribec <- sub:
+	case <-m.done:
+		return
+	case <-sub.ended:
+		return
+	}
+	select {
+	case <-sub.ended:
+	case <-m.done:
 	}
 }
 
+// emit publishes the transition s of b.
 func (m *Manager) emit(b *Breaker, s machine.Step) {
 	if len(m.subs) == 0 {
 		return
 	}
-	ev := Event{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Cause: s.Cause, Gen: s.Gen}
+	m.publish(b, Event{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Cause: s.Cause, Gen: s.Gen})
+}
+
+// publish hands ev, an event of b, to every subscriber that wants it,
+// without waiting: a full buffer drops the event for that subscriber and
+// counts it.
+func (m *Manager) publish(b *Breaker, ev Event) {
 	for _, sub := range m.subs {
+		if sub.names != nil {
+			if _, ok := sub.names[ev.Name]; !ok {
+				continue
+			}
+		}
+		e := ev
+		if len(sub.missed) > 0 {
+			e.Missed = sub.missed[b]
+		}
 		select {
-		case sub.ch <- ev:
+		case sub.ch <- e:
+			if e.Missed > 0 {
+				delete(sub.missed, b)
+			}
 		default:
-			sub.dropped++
+			if sub.missed == nil {
+				sub.missed = make(map[*Breaker]uint64)
+			}
+			sub.missed[b]++
+			sub.dropped.Add(1)
 			b.dropped.Add(1)
+		}
+		if ev.Kind == EventRemoved {
+			// Nothing of this breaker follows; a drop of this very event
+			// is counted in Dropped but cannot be reported later.
+			delete(sub.missed, b)
 		}
 	}
 }
 
 func (m *Manager) subscribe(req subscribeReq) {
-	sub := &subscriber{ch: make(chan Event, req.buffer), ended: make(chan struct{})}
-	m.subs = append(m.subs, sub)
-	req.reply <- sub
+	m.subs = append(m.subs, req.sub)
+	close(req.reply)
 }
 
 func (m *Manager) unsubscribe(sub *subscriber) {

@@ -213,6 +213,7 @@ func (m *Manager) shutdown() {
 	}
 	for _, sub := range m.subs {
 		close(sub.ch)
+		close(sub.ended)
 	}
 	m.subs = nil
 	m.stopTimer()

@@ -58,7 +58,8 @@ type Options struct {
 	// several managers of one process apart.
 	Attributes []attribute.KeyValue
 	// EventBuffer is the buffer of the adapter's subscription to the
-	// manager's events. Below 1 means 1024. Transitions that arrive while
+	// manager's events. Below 1 means 1024; above manager.MaxSubscribeBuffer
+	// is an error. Transitions that arrive while
 	// it is full are counted in missed_transitions instead.
 	EventBuffer int
 }
@@ -120,7 +121,11 @@ func Register(m *manager.Manager, meter metric.Meter, opts Options) (*Registrati
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: %w", errors.Join(errs...))
 	}
-	r.tally = tally.Start(m, opts.EventBuffer)
+	t, err := tally.Start(m, opts.EventBuffer)
+	if err != nil {
+		return nil, fmt.Errorf("fusebox: otelmetrics.Register: Options.EventBuffer: %w", err)
+	}
+	r.tally = t
 	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.calls, r.declined, r.stale, r.dropped, r.transitions, r.missed)
 	if err != nil {
 		r.tally.Close()
@@ -153,9 +158,13 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(r.stale, int64(st.Stale), with())
 		o.ObserveInt64(r.dropped, int64(st.DroppedEvents), with())
 		n := counts[st.Name]
-		for tr, v := range n.Transitions {
-			o.ObserveInt64(r.transitions, int64(v),
-				with(attribute.String("from", tr.From.String()), attribute.String("to", tr.To.String())))
+		for _, from := range states {
+			for _, to := range states {
+				if v := n.Transitions[from][to]; v > 0 {
+					o.ObserveInt64(r.transitions, int64(v),
+						with(attribute.String("from", from.String()), attribute.String("to", to.String())))
+				}
+			}
 		}
 		o.ObserveInt64(r.missed, int64(n.Missed), with())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"testing"
@@ -244,4 +245,6 @@ func TestRegisterRejectsBadInput(t *testing.T) {
 	assert.ErrorContains(t, err, "meter is nil")
 	_, err = otelmetrics.Register(m, meter, otelmetrics.Options{Prefix: "9 bad name"})
 	assert.ErrorContains(t, err, `"9 bad name.breaker.state"`)
+	_, err = otelmetrics.Register(m, meter, otelmetrics.Options{EventBuffer: math.MaxInt})
+	assert.ErrorContains(t, err, "Options.EventBuffer")
 }

@@ -60,7 +60,8 @@ type Options struct {
 	// when the collector is registered.
 	ConstLabels prometheus.Labels
 	// EventBuffer is the buffer of the collector's subscription to the
-	// manager's events. Below 1 means 1024. Transitions that arrive while
+	// manager's events. Below 1 means 1024; above manager.MaxSubscribeBuffer
+	// is an error. Transitions that arrive while
 	// it is full are counted in missed_transitions instead.
 	EventBuffer int
 }
@@ -77,7 +78,8 @@ type Collector struct {
 
 // New returns a collector for the breakers of m. It subscribes to m's
 // events at once, so transitions are counted from now on; Close ends the
-// subscription. New fails if m is nil or Options.Namespace is invalid.
+// subscription. New fails if m is nil, Options.Namespace is invalid or
+// Options.EventBuffer is too large.
 func New(m *manager.Manager, opts Options) (*Collector, error) {
 	if m == nil {
 		return nil, errors.New("fusebox: prommetrics.New: the manager is nil")
@@ -92,9 +94,13 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "breaker", name), help,
 			append([]string{"breaker"}, labels...), opts.ConstLabels)
 	}
+	t, err := tally.Start(m, opts.EventBuffer)
+	if err != nil {
+		return nil, fmt.Errorf("fusebox: prommetrics.New: Options.EventBuffer: %w", err)
+	}
 	return &Collector{
 		m:           m,
-		tally:       tally.Start(m, opts.EventBuffer),
+		tally:       t,
 		state:       desc("state", "Whether the breaker is in the state: 1 for its current state, 0 for the others.", "state"),
 		forced:      desc("forced_open", "1 while the breaker is forced open by hand, 0 otherwise."),
 		calls:       desc("calls_total", "Calls released through the breaker, by outcome.", "outcome"),
@@ -155,8 +161,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.stale, prometheus.CounterValue, float64(st.Stale))
 		send(c.dropped, prometheus.CounterValue, float64(st.DroppedEvents))
 		n := counts[st.Name]
-		for tr, v := range n.Transitions {
-			send(c.transitions, prometheus.CounterValue, float64(v), tr.From.String(), tr.To.String())
+		for _, from := range states {
+			for _, to := range states {
+				if v := n.Transitions[from][to]; v > 0 {
+					send(c.transitions, prometheus.CounterValue, float64(v), from.String(), to.String())
+				}
+			}
 		}
 		send(c.missed, prometheus.CounterValue, float64(n.Missed))
 	}

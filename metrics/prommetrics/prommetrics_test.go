@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +211,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		_, err := prommetrics.New(m, prommetrics.Options{Namespace: ns})
 		assert.ErrorContains(t, err, "Options.Namespace", "namespace %q", ns)
 	}
+	_, err = prommetrics.New(m, prommetrics.Options{EventBuffer: math.MaxInt})
+	assert.ErrorContains(t, err, "Options.EventBuffer")
 }
 
 // A breaker's name may come from outside, for example a request's host; a

@@ -3,11 +3,11 @@
 // (Breaker.Stats), but not transitions: those are events, and an adapter
 // that wants them as counters has to count them.
 //
-// A Tally subscribes to the manager and counts every event on its own
-// goroutine, so the manager's loop only pays for one more buffered send and
-// the calls through a breaker pay nothing. Events lost because the
-// subscription's buffer was full are found from the gaps in each breaker's
-// generation numbers and counted as missed.
+// A Tally is a manager.Watch that counts every event, so the manager's loop
+// only pays for one more buffered send and the calls through a breaker pay
+// nothing. Events lost because the watch's buffer was full are reported by
+// the manager in the Missed field of the breaker's next event, and counted
+// as missed. A removed breaker's counts go with it.
 package tally
 
 import (
@@ -20,114 +20,66 @@ import (
 // DefaultBuffer is the subscription buffer used for a buffer below 1.
 const DefaultBuffer = 1024
 
-// registeredGen is the generation a breaker is registered in (a breaker
-// starts in generation 1): its first event carries registeredGen+1.
-const registeredGen = 1
-
 // Counts are one breaker's transitions seen by a Tally.
 type Counts struct {
-	// Transitions counts each transition seen.
-	Transitions map[breaker.Transition]uint64
+	// Transitions counts each transition seen, by its from and to states
+	// (breaker.State values index the arrays; index 0 is unused).
+	Transitions [5][5]uint64
 	// Missed counts the transitions the Tally did not see because its
-	// subscription's buffer was full. A lost transition is found as a gap
-	// in the generation numbers, so it is counted once the breaker's next
-	// transition arrives.
+	// subscription's buffer was full. A loss is reported with the
+	// breaker's next event, so it is counted once that arrives.
 	Missed uint64
 }
 
-type counts struct {
-	lastGen     uint64
-	transitions map[breaker.Transition]uint64
-	missed      uint64
+// Of returns the count of one transition.
+func (c *Counts) Of(tr breaker.Transition) uint64 {
+	if !tr.From.Valid() || !tr.To.Valid() {
+		return 0
+	}
+	return c.Transitions[tr.From][tr.To]
 }
 
 // Tally counts transitions. Create one with Start and end it with Close.
 type Tally struct {
-	events <-chan manager.Event
-	cancel func()
-	syncc  chan chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	w *manager.Watch
 
 	mu     sync.Mutex
-	byName map[string]*counts
+	byName map[string]*Counts
 }
 
-// Start subscribes to m's events with the given buffer (below 1 means
-// DefaultBuffer) and counts them from now on.
-func Start(m *manager.Manager, buffer int) *Tally {
+// Start watches m's events with the given buffer (below 1 means
+// DefaultBuffer) and counts them from now on. It fails if the buffer is
+// above manager.MaxSubscribeBuffer.
+func Start(m *manager.Manager, buffer int) (*Tally, error) {
 	if buffer < 1 {
 		buffer = DefaultBuffer
 	}
-	events, cancel := m.Subscribe(buffer)
-	t := &Tally{
-		events: events,
-		cancel: cancel,
-		syncc:  make(chan chan struct{}),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
-		byName: make(map[string]*counts),
+	t := &Tally{byName: make(map[string]*Counts)}
+	w, err := m.Watch(manager.WatchOptions{Buffer: buffer}, t.count)
+	if err != nil {
+		return nil, err
 	}
-	// The generations of the breakers already registered, read after
-	// subscribing: an event numbered at or below them happened before this
-	// point and is counted if it arrives, but does not count as a gap.
-	for _, b := range m.Breakers() {
-		t.byName[b.Name()] = &counts{lastGen: b.Snapshot().Gen}
-	}
-	go t.run()
-	return t
+	t.w = w
+	return t, nil
 }
 
-func (t *Tally) run() {
-	defer close(t.done)
-	for {
-		select {
-		case ev, ok := <-t.events:
-			if !ok {
-				return
-			}
-			t.count(ev)
-		case reply := <-t.syncc:
-			// Every event sent before the caller asked is either counted
-			// already or waiting in the channel.
-			t.drain()
-			close(reply)
-		case <-t.quit:
-			// Count what was delivered before Close, so that the last
-			// counts include it.
-			t.drain()
-			return
-		}
-	}
-}
-
-// drain counts the events waiting in the channel, and no more.
-func (t *Tally) drain() {
-	for i := len(t.events); i > 0; i-- {
-		ev, ok := <-t.events
-		if !ok {
-			return
-		}
-		t.count(ev)
-	}
-}
-
-func (t *Tally) count(ev manager.Event) {
+func (t *Tally) count(batch []manager.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.byName[ev.Name]
-	if c == nil {
-		c = &counts{lastGen: registeredGen}
-		t.byName[ev.Name] = c
-	}
-	if c.transitions == nil {
-		c.transitions = make(map[breaker.Transition]uint64)
-	}
-	c.transitions[ev.Transition]++
-	if ev.Gen > c.lastGen {
-		c.missed += ev.Gen - c.lastGen - 1
-		c.lastGen = ev.Gen
+	for _, ev := range batch {
+		if ev.Kind == manager.EventRemoved {
+			delete(t.byName, ev.Name)
+			continue
+		}
+		c := t.byName[ev.Name]
+		if c == nil {
+			c = new(Counts)
+			t.byName[ev.Name] = c
+		}
+		c.Missed += ev.Missed
+		if tr := ev.Transition; ev.Kind == manager.EventTransition && tr.From.Valid() && tr.To.Valid() {
+			c.Transitions[tr.From][tr.To]++
+		}
 	}
 }
 
@@ -135,31 +87,16 @@ func (t *Tally) count(ev manager.Event) {
 // event the manager had sent to the Tally when Counts was called. After
 // Close, or once the manager has stopped, it returns the last counts.
 func (t *Tally) Counts() map[string]Counts {
-	reply := make(chan struct{})
-	select {
-	case t.syncc <- reply:
-		<-reply
-	case <-t.done:
-	}
+	t.w.Sync()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make(map[string]Counts, len(t.byName))
 	for name, c := range t.byName {
-		tr := make(map[breaker.Transition]uint64, len(c.transitions))
-		for k, v := range c.transitions {
-			tr[k] = v
-		}
-		out[name] = Counts{Transitions: tr, Missed: c.missed}
+		out[name] = *c
 	}
 	return out
 }
 
 // Close ends the subscription and waits for the Tally's goroutine to
 // return. Calling it more than once does nothing more.
-func (t *Tally) Close() {
-	t.once.Do(func() {
-		close(t.quit)
-		<-t.done
-		t.cancel()
-	})
-}
+func (t *Tally) Close() { t.w.Close() }

@@ -19,6 +19,15 @@ var (
 	openClosed = breaker.Transition{From: breaker.Open, To: breaker.Closed}
 )
 
+// counts returns the counts of one of each transition given.
+func counts(trs ...breaker.Transition) tally.Counts {
+	var c tally.Counts
+	for _, tr := range trs {
+		c.Transitions[tr.From][tr.To]++
+	}
+	return c
+}
+
 // Transitions made before Start are not counted and are no gap; those of a
 // breaker registered after Start are counted from its registration.
 func TestCountsFromStart(t *testing.T) {
@@ -29,7 +38,8 @@ func TestCountsFromStart(t *testing.T) {
 	require.NoError(t, early.ForceOpen())
 	m.Sync()
 
-	tl := tally.Start(m, 0)
+	tl, err := tally.Start(m, 0)
+	require.NoError(t, err)
 	defer tl.Close()
 	require.NoError(t, early.Reset())
 	late, err := m.Register("late", manager.Config{})
@@ -38,8 +48,8 @@ func TestCountsFromStart(t *testing.T) {
 	m.Sync()
 
 	assert.Equal(t, map[string]tally.Counts{
-		"early": {Transitions: map[breaker.Transition]uint64{openClosed: 1}},
-		"late":  {Transitions: map[breaker.Transition]uint64{closedOpen: 1}},
+		"early": counts(openClosed),
+		"late":  counts(closedOpen),
 	}, tl.Counts())
 }
 
@@ -49,11 +59,12 @@ func TestCountsAfterClose(t *testing.T) {
 	m := manager.Start(manager.Options{Clock: clock.NewMock()})
 	b, err := m.Register("b", manager.Config{})
 	require.NoError(t, err)
-	tl := tally.Start(m, 1)
+	tl, err := tally.Start(m, 1)
+	require.NoError(t, err)
 	require.NoError(t, b.ForceOpen())
 	m.Sync()
 	m.Stop()
-	want := map[string]tally.Counts{"b": {Transitions: map[breaker.Transition]uint64{closedOpen: 1}}}
+	want := map[string]tally.Counts{"b": counts(closedOpen)}
 	assert.Equal(t, want, tl.Counts())
 	tl.Close()
 	tl.Close()
