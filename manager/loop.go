@@ -2,7 +2,6 @@ package manager
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -18,7 +17,7 @@ func (m *Manager) run() {
 	defer close(m.done)
 	for {
 		var tick <-chan time.Time
-		if m.armed != 0 {
+		if m.armed {
 			tick = m.timer.C
 		}
 		var synced chan struct{}
@@ -38,7 +37,7 @@ func (m *Manager) run() {
 		case sub := <-m.unsubscribec:
 			m.unsubscribe(sub)
 		case <-tick:
-			m.armed = 0
+			m.armed = false
 		}
 		m.drainNotes()
 		m.drainStore()
@@ -107,9 +106,6 @@ func (m *Manager) handleNote(n note) {
 	}
 }
 
-// latest is the last instant a deadline can hold.
-var latest = time.Unix(0, math.MaxInt64)
-
 // apply publishes the step to subscribers and, for a step that starts a
 // timer, arms it: for as long as the note says, or else as long as the
 // breaker's Recover decides. A shared breaker then tells its store.
@@ -155,11 +151,8 @@ func (m *Manager) timeout(b *Breaker, s machine.Step) (time.Duration, bool) {
 
 // schedule arms the timer of step s, d after it happened.
 func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) {
-	at := s.At.Add(d)
-	if at.After(latest) || at.Before(s.At) {
-		at = latest
-	}
-	m.timers.push(deadline{at: at.UnixNano(), b: b, gen: s.Gen})
+	at := after(s.At, d)
+	m.timers.push(deadline{at: at, b: b, gen: s.Gen})
 	b.mach.SetUntil(s.Gen, at)
 }
 

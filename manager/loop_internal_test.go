@@ -148,7 +148,7 @@ func TestHandleOrdersSteps(t *testing.T) {
 		require.Len(t, m.timers, 2, "order %v", order)
 		var ats []time.Time
 		for len(m.timers) > 0 {
-			ats = append(ats, time.Unix(0, m.timers.pop().at))
+			ats = append(ats, m.timers.pop().at)
 		}
 		assert.Equal(t, []time.Time{start.Add(time.Second), start.Add(2*time.Second + 5*time.Second)}, ats,
 			"order %v: the open period counts from the trip, the probe timeout from the probe", order)
@@ -251,15 +251,16 @@ func TestRunDue(t *testing.T) {
 func TestArm(t *testing.T) {
 	m, mock := loopless(t)
 	m.arm()
-	assert.Zero(t, m.armed)
+	assert.False(t, m.armed)
 	assert.Nil(t, m.timer, "no timer while nothing is due")
 
 	now := mock.Now()
-	m.timers.push(deadline{at: now.Add(3 * time.Second).UnixNano()})
-	m.timers.push(deadline{at: now.Add(time.Second).UnixNano()})
+	m.timers.push(deadline{at: now.Add(3 * time.Second)})
+	m.timers.push(deadline{at: now.Add(time.Second)})
 	m.arm()
 	require.NotNil(t, m.timer)
-	assert.Equal(t, now.Add(time.Second).UnixNano(), m.armed)
+	assert.True(t, m.armed)
+	assert.Equal(t, now.Add(time.Second), m.armedAt)
 
 	mock.Add(999 * time.Millisecond)
 	select {
@@ -273,14 +274,14 @@ func TestArm(t *testing.T) {
 	default:
 		t.Fatal("the timer did not fire at the earliest deadline")
 	}
-	m.armed = 0 // as the loop does on a tick
+	m.armed = false // as the loop does on a tick
 	m.timers.pop()
 	m.arm()
-	assert.Equal(t, now.Add(3*time.Second).UnixNano(), m.armed)
+	assert.Equal(t, now.Add(3*time.Second), m.armedAt)
 
 	m.timers = m.timers[:0]
 	m.arm()
-	assert.Zero(t, m.armed)
+	assert.False(t, m.armed)
 	mock.Add(time.Hour)
 	select {
 	case <-m.timer.C:
@@ -296,14 +297,14 @@ func TestRunDueShrinksTheHeap(t *testing.T) {
 	now := mock.Now()
 	for i := range 5000 {
 		// Generation 0 never matches: every deadline is stale.
-		m.timers.push(deadline{at: now.Add(time.Duration(i+1) * time.Microsecond).UnixNano(), b: b})
+		m.timers.push(deadline{at: now.Add(time.Duration(i+1) * time.Microsecond), b: b})
 	}
-	m.timers.push(deadline{at: now.Add(time.Hour).UnixNano(), b: b})
+	m.timers.push(deadline{at: now.Add(time.Hour), b: b})
 	big := cap(m.timers)
 	mock.Add(time.Second)
 	m.runDue()
 	require.Len(t, m.timers, 1)
 	assert.Less(t, cap(m.timers), big/4, "the heap's backing array shrinks")
-	assert.Equal(t, now.Add(time.Hour).UnixNano(), m.timers[0].at)
+	assert.Equal(t, now.Add(time.Hour), m.timers[0].at)
 	assert.Equal(t, breaker.Closed, b.State())
 }

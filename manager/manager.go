@@ -105,7 +105,8 @@ type Manager struct {
 	// Owned by the loop.
 	timers   timerHeap
 	timer    *clock.Timer
-	armed    int64 // the deadline the timer is set for; 0 if none
+	armed    bool      // the timer is set, for armedAt
+	armedAt  time.Time // the deadline the timer is set for
 	subs     []*subscriber
 	restarts []time.Time
 	fault    *fault // a callback panicked; restart before the next request

@@ -539,7 +539,7 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 		return
 	}
 	if b.mach.SetUntil(gen, until) {
-		m.timers.push(deadline{at: until.UnixNano(), b: b, gen: gen})
+		m.timers.push(deadline{at: until, b: b, gen: gen})
 	}
 }
 

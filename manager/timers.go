@@ -8,8 +8,13 @@ import (
 // the breaker's generation gen. A deadline whose generation has passed is
 // left in the heap and skipped when it comes due, which is cheaper than
 // finding and removing it.
+//
+// at is a time.Time rather than Unix nanoseconds: those end in 2262, and a
+// clock past that (a mock clock moved far ahead) would turn every deadline
+// into nonsense. time.Time covers its whole range, and its Add and Sub
+// saturate instead of wrapping around.
 type deadline struct {
-	at  int64 // Unix nanoseconds
+	at  time.Time
 	b   *Breaker
 	gen uint64
 }
@@ -24,7 +29,7 @@ func (h *timerHeap) push(d deadline) {
 	i := len(s) - 1
 	for i > 0 {
 		parent := (i - 1) / 2
-		if s[parent].at <= s[i].at {
+		if !s[i].at.Before(s[parent].at) {
 			break
 		}
 		s[parent], s[i] = s[i], s[parent]
@@ -42,10 +47,10 @@ func (h *timerHeap) pop() deadline {
 	i := 0
 	for {
 		l, r, small := 2*i+1, 2*i+2, i
-		if l < len(s) && s[l].at < s[small].at {
+		if l < len(s) && s[l].at.Before(s[small].at) {
 			small = l
 		}
-		if r < len(s) && s[r].at < s[small].at {
+		if r < len(s) && s[r].at.Before(s[small].at) {
 			small = r
 		}
 		if small == i {
@@ -58,15 +63,36 @@ func (h *timerHeap) pop() deadline {
 	return top
 }
 
+// after returns t+d, or the latest instant time.Time can hold if that is
+// past it, and never an instant before t: an open period too long to
+// represent lasts until the end of time rather than wrapping into the past,
+// where it would fire at once and, re-armed, fire again.
+func after(t time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return t
+	}
+	if at := t.Add(d); at.After(t) {
+		return at
+	}
+	return endOfTime
+}
+
+// endOfTime is the latest instant a time.Time can hold.
+var endOfTime = time.Unix(1<<63-1-unixToInternal, 999_999_999)
+
+// unixToInternal is the number of seconds from the zero time.Time (January
+// 1 of year 1) to the Unix epoch.
+const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
+
 // runDue expires every deadline due at now.
 func (m *Manager) runDue() {
 	if len(m.timers) == 0 {
 		return
 	}
-	now := m.clk.Now().UnixNano()
-	for len(m.timers) > 0 && m.timers[0].at <= now {
+	now := m.clk.Now()
+	for len(m.timers) > 0 && !m.timers[0].at.After(now) {
 		d := m.timers.pop()
-		if step, ok := d.b.mach.Expire(d.gen, time.Unix(0, d.at)); ok {
+		if step, ok := d.b.mach.Expire(d.gen, d.at); ok {
 			m.handle(d.b, step)
 		}
 	}
@@ -78,17 +104,21 @@ func (m *Manager) runDue() {
 // arm sets the clock timer for the earliest deadline.
 func (m *Manager) arm() {
 	if len(m.timers) == 0 {
-		if m.armed != 0 {
+		if m.armed {
 			m.stopTimer()
-			m.armed = 0
+			m.armed = false
 		}
 		return
 	}
 	next := m.timers[0].at
-	if next == m.armed {
+	if m.armed && next.Equal(m.armedAt) {
 		return
 	}
-	d := time.Duration(next - m.clk.Now().UnixNano())
+	// Sub saturates: a deadline centuries away arms the timer for the
+	// longest duration there is, and the timer, when it fires early, is
+	// armed again for what is left. It never wraps to zero, which would
+	// fire the timer at once, forever.
+	d := next.Sub(m.clk.Now())
 	if d < 0 {
 		d = 0
 	}
@@ -98,7 +128,7 @@ func (m *Manager) arm() {
 		m.stopTimer()
 		m.timer.Reset(d)
 	}
-	m.armed = next
+	m.armed, m.armedAt = true, next
 }
 
 // stopTimer stops the timer and empties its channel, so that a later Reset
