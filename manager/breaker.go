@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -87,7 +88,12 @@ func (p Permit) Probe() bool { return p.t.Probe }
 //
 // ctx is consulted only when the call would become the probe: a caller whose
 // context is already done gets ctx.Err() instead of taking the probe slot.
+// A nil ctx is an error (errors.Is(err, ErrNilContext)), and the call is not
+// counted.
 func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
+	if ctx == nil {
+		return Permit{}, b.misuse("Acquire", ErrNilContext)
+	}
 	s := b.mach.Snapshot()
 	if s.Admits() {
 		return Permit{b: b, t: machine.Ticket{Gen: s.Gen}}, nil
@@ -105,10 +111,8 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 	if b.mach.Snapshot().Halted {
 		return Permit{}, ErrStopped
 	}
-	if ctx != nil {
-		if err := ctx.Err(); err != nil {
-			return Permit{}, err
-		}
+	if err := ctx.Err(); err != nil {
+		return Permit{}, err
 	}
 	t, step, oerr := b.mach.Acquire(b.mgr.clk.Now())
 	switch {
@@ -211,8 +215,13 @@ func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome) {
 // and releases the permit with fn's error, which it returns. A declined call
 // returns the *breaker.OpenError without calling fn. If fn, or the
 // breaker's Classifier, panics, the call is released as a failure and the
-// panic goes on.
+// panic goes on. A nil fn or a nil ctx is an error (errors.Is(err,
+// ErrNilFunc), errors.Is(err, ErrNilContext)) that asks for no permit and
+// counts neither for nor against the service.
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
+	if fn == nil {
+		return b.misuse("Do", ErrNilFunc)
+	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
 		return err
@@ -232,7 +241,12 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 
 // Call is Do for a function that returns a value: it returns fn's value and
 // error, or T's zero value and the *breaker.OpenError of a declined call.
+// A nil fn or a nil ctx is an error, as for Do.
 func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	if fn == nil {
+		var zero T
+		return zero, b.misuse("Call", ErrNilFunc)
+	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
 		var zero T
@@ -278,4 +292,9 @@ func (b *Breaker) Reset() error {
 		return ErrStopped
 	}
 	return nil
+}
+
+// misuse is the error of a method of b called with an argument it refuses.
+func (b *Breaker) misuse(method string, err error) error {
+	return fmt.Errorf("fusebox: breaker %q: %s: %w", b.Name(), method, err)
 }

@@ -1,9 +1,6 @@
 package manager
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/recover"
@@ -40,26 +37,3 @@ var (
 	defaultStrategy breaker.Strategy = breaker.Consecutive{Failures: 5}
 	defaultRecover  recover.Recover  = recover.BasicTimeout{Open: recover.DefaultOpen}
 )
-
-// resolve fills in the defaults.
-func (c Config) resolve(name string) (Config, error) {
-	if name == "" {
-		return c, errors.New("fusebox: register: the breaker's name must not be empty")
-	}
-	if c.Strategy == nil {
-		c.Strategy = defaultStrategy
-	}
-	if c.Recover == nil {
-		c.Recover = defaultRecover
-	}
-	if c.Classify == nil {
-		c.Classify = classify.Default
-	}
-	return c, nil
-}
-
-// registerError says which breaker and which part of its Config is wrong.
-// field is the Config field; err usually names the field inside it.
-func registerError(name, field string, err error) error {
-	return fmt.Errorf("fusebox: register breaker %q: Config.%s: %w", name, field, err)
-}

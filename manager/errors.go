@@ -10,3 +10,12 @@ var ErrStopped = errors.New("fusebox: manager stopped")
 // ErrDuplicate is matched, with errors.Is, by the error Register returns for
 // a name that is already registered.
 var ErrDuplicate = errors.New("fusebox: a breaker with this name is already registered")
+
+// ErrNilContext is matched, with errors.Is, by the error Acquire, Do and Call
+// return for a nil context. Such a call is not made and not counted.
+var ErrNilContext = errors.New("fusebox: nil context")
+
+// ErrNilFunc is matched, with errors.Is, by the error Do and Call return for
+// a nil function. Such a call is not made and not counted: it is the
+// caller's mistake, not the service's failure.
+var ErrNilFunc = errors.New("fusebox: nil function")

@@ -180,12 +180,16 @@ func (m *Manager) Clock() clock.Clock { return m.clk }
 // Register adds a breaker named name, closed, and returns its handle. The
 // zero Config is valid (see Config for the defaults). Register fails, with
 // an error that names the breaker and the field at fault, if the name is
-// empty or taken (errors.Is(err, ErrDuplicate)), if the strategy's or the
-// recovery policy's options are invalid, or if the manager has stopped
-// (errors.Is(err, ErrStopped)).
+// not one a breaker may have (errors.Is(err, ErrInvalidName): empty, longer
+// than MaxNameLen bytes, not valid UTF-8, or not printable) or is taken
+// (errors.Is(err, ErrDuplicate)), if the strategy's or the recovery
+// policy's options are invalid or out of range (a *breaker.ConfigError
+// names the field), if a callback of the Config panics while it is
+// checked, or if the manager has stopped (errors.Is(err, ErrStopped)). It
+// never panics.
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	custom := cfg.Classify
-	cfg, err := cfg.resolve(name)
+	cfg, err := validateConfig(name, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +199,10 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		mgr:         m,
 		rec:         cfg.Recover,
 	}
-	if err := b.mach.Init(name, cfg.Strategy, m.clk.Now()); err != nil {
+	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
+		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)
+	}
+	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
 	b.timed = b.mach.UsesClock()

@@ -1,0 +1,193 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// A name is refused, with ErrInvalidName, unless it is 1 to MaxNameLen bytes
+// of printable UTF-8; the error quotes at most a short start of a long name.
+func TestRegisterNames(t *testing.T) {
+	m, _ := startMock(t)
+	for _, name := range []string{
+		"payments", "api.example.com:443", "GET /v1/orders/{id}", "日本語", "naïve café", "a b", "emoji 🔥",
+		strings.Repeat("x", manager.MaxNameLen), strings.Repeat("é", manager.MaxNameLen/2),
+	} {
+		_, err := m.Register(name, manager.Config{})
+		assert.NoError(t, err, "Register(%q)", name)
+	}
+	for _, c := range []struct{ what, name string }{
+		{"empty", ""},
+		{"one byte too long", strings.Repeat("x", manager.MaxNameLen+1)},
+		{"a mebibyte", strings.Repeat("y", 1<<20)},
+		{"newline", "pay\nments"},
+		{"carriage return", "pay\rments"},
+		{"tab", "pay\tments"},
+		{"NUL", "pay\x00ments"},
+		{"DEL", "pay\x7fments"},
+		{"C1 control", "pay\u0085ments"},
+		{"invalid UTF-8", "pay\xffments"},
+		{"a lone continuation byte", "\x80"},
+		{"a surrogate half", "\xed\xa0\x80"},
+		{"bidirectional override", "pay\u202ements"},
+		{"zero-width space", "pay\u200bments"},
+		{"line separator", "pay\u2028ments"},
+		{"no-break space", "pay\u00a0ments"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			b, err := m.Register(c.name, manager.Config{})
+			require.ErrorIs(t, err, manager.ErrInvalidName, "Register(%q)", clipName(c.name))
+			assert.Nil(t, b)
+			msg := err.Error()
+			assert.True(t, strings.HasPrefix(msg, "fusebox: "), msg)
+			assert.Less(t, len(msg), 512, "the error must stay short: %q", clipName(msg))
+			assert.NotContains(t, msg, "\n", "the error must print on one line")
+			assert.True(t, strings.Contains(msg, "name"), "the error must say the name is at fault: %q", msg)
+		})
+	}
+	assert.Len(t, m.Breakers(), 9, "only the valid names are registered")
+}
+
+func clipName(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// panicStrategy's NewCounter panics.
+type panicStrategy struct{}
+
+func (panicStrategy) NewCounter() (breaker.Counter, error) { panic("no counter for you") }
+
+// ptrStrategy has a value receiver: a nil *ptrStrategy in the interface
+// panics when its method is called.
+type ptrStrategy struct{ breaker.Consecutive }
+
+// ptrRecover is a Recover whose methods have value receivers.
+type ptrRecover struct{ recover.BasicTimeout }
+
+// panicInit is a Recover whose Init panics.
+type panicInit struct{ recover.BasicTimeout }
+
+func (panicInit) Init() (any, error) { panic("init exploded") }
+
+// Every bad field of a Config is an error that names the breaker and the
+// field, including values so large that honouring them would take all the
+// memory there is, and callbacks that panic while they are checked.
+func TestRegisterBounds(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   manager.Config
+		field string
+	}{
+		{"rate-window-maxint", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: math.MaxInt}}, "breaker.FailureRate.Window"},
+		{"rate-window-2^40", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: 1 << 40}}, "breaker.FailureRate.Window"},
+		{"rate-window-max+1", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: breaker.MaxWindow + 1}}, "breaker.FailureRate.Window"},
+		{"rate-window-negative", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: -1}}, "breaker.FailureRate.Window"},
+		{"rate-mincalls-negative", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: 10, MinCalls: -1}}, "breaker.FailureRate.MinCalls"},
+		{"rate-inf", manager.Config{Strategy: breaker.FailureRate{Rate: math.Inf(1), Window: 10}}, "breaker.FailureRate.Rate"},
+		{"tw-buckets-maxint", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: time.Hour, Buckets: math.MaxInt, MinCalls: 1}}, "breaker.TimeWindow.Buckets"},
+		{"tw-buckets-negative", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: time.Hour, Buckets: -1, MinCalls: 1}}, "breaker.TimeWindow.Buckets"},
+		{"tw-buckets-too-thin", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: time.Millisecond, Buckets: 10, MinCalls: 1}}, "breaker.TimeWindow.Buckets"},
+		{"tw-period-zero", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, MinCalls: 1}}, "breaker.TimeWindow.Period"},
+		{"tw-period-minint", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: math.MinInt64, MinCalls: 1}}, "breaker.TimeWindow.Period"},
+		{"consecutive-minint", manager.Config{Strategy: breaker.Consecutive{Failures: math.MinInt}}, "breaker.Consecutive.Failures"},
+		{"strategy-panics", manager.Config{Strategy: panicStrategy{}}, "Config.Strategy"},
+		{"strategy-nil-pointer", manager.Config{Strategy: (*ptrStrategy)(nil)}, "Config.Strategy"},
+		{"recover-nil-pointer", manager.Config{Recover: (*ptrRecover)(nil)}, "Config.Recover"},
+		{"recover-init-panics", manager.Config{Recover: panicInit{}}, "Config.Recover"},
+		{"basic-open-minint", manager.Config{Recover: recover.BasicTimeout{Open: math.MinInt64}}, "recover.BasicTimeout.Open"},
+		{"exp-jitter-nan", manager.Config{Recover: recover.Exponential{Initial: time.Second, Jitter: math.NaN()}}, "recover.Exponential.Jitter"},
+		{"exp-multiplier-inf", manager.Config{Recover: recover.Exponential{Initial: time.Second, Multiplier: math.Inf(-1)}}, "recover.Exponential.Multiplier"},
+		{"store-nil-pointer", manager.Config{Store: (*store.Memory)(nil)}, "Config.Store"},
+		{"fallback-unknown", manager.Config{Store: store.NewMemory(nil), Fallback: 200}, "Config.Fallback"},
+	}
+	m, _ := startMock(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b *manager.Breaker
+			var err error
+			require.NotPanics(t, func() { b, err = m.Register(c.name, c.cfg) })
+			require.Error(t, err)
+			assert.Nil(t, b)
+			msg := err.Error()
+			assert.Contains(t, msg, fmt.Sprintf("%q", c.name), "the error must name the breaker")
+			assert.Contains(t, msg, c.field, "the error must name the field")
+		})
+	}
+	assert.Empty(t, m.Breakers())
+
+	// The largest window is accepted.
+	register(t, m, "rate-window-max", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: breaker.MaxWindow}})
+	// A breaker refused for a panicking callback leaves the manager running.
+	m.Sync()
+	select {
+	case <-m.Done():
+		t.Fatal("the manager stopped")
+	default:
+	}
+}
+
+// Do and Call with a nil function, and Acquire, Do and Call with a nil
+// context, return an error naming the breaker and count nothing: a one-
+// failure breaker stays closed.
+func TestNilFuncAndContext(t *testing.T) {
+	m, mock := startMock(t)
+	b := register(t, m, "nils", manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover:  recover.BasicTimeout{Open: time.Second},
+	})
+	called := false
+	fn := func(context.Context) error { called = true; return errBoom }
+	//lint:ignore SA1012 a nil context is what is tested
+	var nilCtx context.Context
+
+	for _, c := range []struct {
+		what string
+		err  error
+		want error
+	}{
+		{"Do(ctx, nil)", b.Do(context.Background(), nil), manager.ErrNilFunc},
+		{"Call(ctx, b, nil)", func() error {
+			_, err := manager.Call[int](context.Background(), b, nil)
+			return err
+		}(), manager.ErrNilFunc},
+		{"Do(nil, fn)", b.Do(nilCtx, fn), manager.ErrNilContext},
+		{"Call(nil, b, fn)", func() error {
+			_, err := manager.Call(nilCtx, b, func(context.Context) (int, error) { called = true; return 0, errBoom })
+			return err
+		}(), manager.ErrNilContext},
+		{"Acquire(nil)", func() error { _, err := b.Acquire(nilCtx); return err }(), manager.ErrNilContext},
+	} {
+		assert.ErrorIs(t, c.err, c.want, c.what)
+		if c.err != nil {
+			assert.Contains(t, c.err.Error(), `"nils"`, "%s: the error names the breaker", c.what)
+		}
+	}
+	assert.False(t, called, "no function was called")
+	m.Sync()
+	assert.Equal(t, breaker.Closed, b.State(), "nothing counted against the service")
+	assert.Zero(t, b.Stats().Calls)
+
+	// The same holds in half_open, where a nil context would have been read.
+	fail(t, b, 1)
+	advance(m, mock, time.Second)
+	requireState(t, b, breaker.HalfOpen, "after the open period")
+	_, err := b.Acquire(nilCtx)
+	assert.True(t, errors.Is(err, manager.ErrNilContext))
+	requireState(t, b, breaker.HalfOpen, "a nil context takes no probe")
+}
