@@ -153,7 +153,6 @@ func TestNilFuncAndContext(t *testing.T) {
 	})
 	called := false
 	fn := func(context.Context) error { called = true; return errBoom }
-	//lint:ignore SA1012 a nil context is what is tested
 	var nilCtx context.Context
 
 	for _, c := range []struct {
