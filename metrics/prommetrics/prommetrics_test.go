@@ -215,13 +215,14 @@ func TestNewRejectsBadInput(t *testing.T) {
 	assert.ErrorContains(t, err, "Options.EventBuffer")
 }
 
-// A breaker's name may come from outside, for example a request's host; a
-// name that is not UTF-8 still makes a valid label value.
+// A breaker's name may come from outside, for example a request's host;
+// quotes, backslashes and markup make valid label values. (A name that is
+// not UTF-8 is refused by Register.)
 func TestCollectorOddNames(t *testing.T) {
 	mock := clock.NewMock()
 	m := manager.Start(manager.Options{Clock: mock})
 	defer m.Stop()
-	for _, name := range []string{"bad\xffutf8", `quote"and\back`, "<script>alert(1)</script>"} {
+	for _, name := range []string{`quote"and\back`, "<script>alert(1)</script>"} {
 		_, err := m.Register(name, manager.Config{})
 		require.NoError(t, err)
 	}
@@ -234,7 +235,6 @@ func TestCollectorOddNames(t *testing.T) {
 # HELP fusebox_breaker_forced_open 1 while the breaker is forced open by hand, 0 otherwise.
 # TYPE fusebox_breaker_forced_open gauge
 fusebox_breaker_forced_open{breaker="<script>alert(1)</script>"} 0
-fusebox_breaker_forced_open{breaker="bad`+"\uFFFD"+`utf8"} 0
 fusebox_breaker_forced_open{breaker="quote\"and\\back"} 0
 `), "fusebox_breaker_forced_open"))
 }
