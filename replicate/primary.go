@@ -73,6 +73,10 @@ func (e Entry) Pending() bool { return e.Seq != 0 }
 // ErrEmptyKey is returned for a write with an empty key.
 var ErrEmptyKey = errors.New("fusebox: replicate: the key must not be empty")
 
+// ErrNilContext is returned, wrapped, by every method given a nil
+// context, of a Replicator and of the Primaries of this module.
+var ErrNilContext = errors.New("fusebox: replicate: the context must not be nil")
+
 // ErrClosed is returned by the methods of a closed Replicator, and is the
 // Result.Cause of a copy cut short by Close.
 var ErrClosed = errors.New("fusebox: replicate: replicator closed")

@@ -2,8 +2,11 @@ package boltstore_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,55 +56,61 @@ var primaries = []struct {
 	}},
 }
 
+// writerCounts are the numbers of concurrent writers the benchmarks run
+// with: a lone writer, and two crowds that share the bolt primary's syncs.
+var writerCounts = []int{1, 4, 16}
+
 // BenchmarkPrimaryPut is a write to the primary alone: the floor for
 // Replicator.Put.
 func BenchmarkPrimaryPut(b *testing.B) {
 	for _, pr := range primaries {
-		b.Run(pr.name, func(b *testing.B) {
-			p := pr.open(b)
-			ctx := context.Background()
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := p.Put(ctx, benchKeyNames[i%benchKeys], benchValue); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-		})
+		for _, n := range writerCounts {
+			b.Run(fmt.Sprintf("%s/writers=%d", pr.name, n), func(b *testing.B) {
+				p := pr.open(b)
+				ctx := context.Background()
+				concurrently(b, n, func(i int) error {
+					return p.Put(ctx, benchKeyNames[i%benchKeys], benchValue)
+				})
+			})
+		}
 	}
 }
 
-// BenchmarkPut is Replicator.Put with a healthy replica, with a hung
-// replica behind an open breaker (the write must cost at most twice the
-// primary write), and with a hung replica behind a breaker that never
-// trips, so that every write waits the replica timeout (hungTimeout).
+// BenchmarkPut is Replicator.Put with a healthy replica, and with a hung
+// replica behind an open breaker (the write must cost little more than the
+// primary write), each with 1, 4 and 16 concurrent writers; and, with one
+// writer, with a hung replica behind a breaker that never trips, so that
+// every write waits the replica timeout (hungTimeout).
 func BenchmarkPut(b *testing.B) {
 	for _, pr := range primaries {
-		b.Run("healthy/"+pr.name, func(b *testing.B) {
-			r, _ := benchReplicator(b, pr.open(b), longTimeout, manager.Config{})
-			benchPut(b, r, true)
-		})
-		b.Run("hung-open-breaker/"+pr.name, func(b *testing.B) {
-			r, replica := benchReplicator(b, pr.open(b), longTimeout, manager.Config{
-				Strategy: breaker.Consecutive{Failures: 1},
-				Recover:  recover.BasicTimeout{Open: time.Hour},
+		for _, n := range writerCounts {
+			b.Run(fmt.Sprintf("healthy/%s/writers=%d", pr.name, n), func(b *testing.B) {
+				r, _ := benchReplicator(b, pr.open(b), longTimeout, manager.Config{})
+				benchPut(b, r, n, true)
 			})
-			replica.Hang()
-			res, err := r.Put(context.Background(), "trip", benchValue)
-			if err != nil || res.Replicated {
-				b.Fatalf("the write meant to trip the breaker: %+v, %v", res, err)
-			}
-			benchPut(b, r, false)
-		})
+		}
+		for _, n := range writerCounts {
+			b.Run(fmt.Sprintf("hung-open-breaker/%s/writers=%d", pr.name, n), func(b *testing.B) {
+				r, replica := benchReplicator(b, pr.open(b), longTimeout, manager.Config{
+					Strategy: breaker.Consecutive{Failures: 1},
+					Recover:  recover.BasicTimeout{Open: time.Hour},
+				})
+				replica.Hang()
+				res, err := r.Put(context.Background(), "trip", benchValue)
+				if err != nil || res.Replicated {
+					b.Fatalf("the write meant to trip the breaker: %+v, %v", res, err)
+				}
+				benchPut(b, r, n, false)
+			})
+		}
 	}
-	b.Run("hung-no-breaker/memory", func(b *testing.B) {
+	b.Run("hung-no-breaker/memory/writers=1", func(b *testing.B) {
 		r, replica := benchReplicator(b, replicate.NewMemory(), hungTimeout, manager.Config{
 			// A breaker that never trips stands for no breaker.
 			Classify: func(error) classify.Outcome { return classify.Ignore },
 		})
 		replica.Hang()
-		benchPut(b, r, false)
+		benchPut(b, r, 1, false)
 	})
 }
 
@@ -123,18 +132,45 @@ func benchReplicator(b *testing.B, p replicate.Primary, timeout time.Duration, c
 	return r, replica
 }
 
-func benchPut(b *testing.B, r *replicate.Replicator, wantReplicated bool) {
+func benchPut(b *testing.B, r *replicate.Replicator, writers int, wantReplicated bool) {
 	ctx := context.Background()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
+	concurrently(b, writers, func(i int) error {
 		res, err := r.Put(ctx, benchKeyNames[i%benchKeys], benchValue)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		if res.Replicated != wantReplicated {
-			b.Fatalf("write %d: replicated %v, want %v (cause %v)", i, res.Replicated, wantReplicated, res.Cause)
+			return fmt.Errorf("write %d: replicated %v, want %v (cause %v)", i, res.Replicated, wantReplicated, res.Cause)
 		}
-		i++
+		return nil
+	})
+}
+
+// concurrently makes b.N calls of write, numbered from 0, from writers
+// goroutines at once, so that ns/op is the time per write of the crowd:
+// its inverse is the crowd's throughput. Consecutive numbers go to
+// different goroutines, so concurrent writes use different keys.
+func concurrently(b *testing.B, writers int, write func(i int) error) {
+	b.ReportAllocs()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				if err := write(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
 	}
+	wg.Wait()
+	b.StopTimer()
 }
