@@ -2,6 +2,8 @@ package replicate
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -29,7 +31,7 @@ func (r *Replicator) run(work bool) {
 		if work {
 			work = false
 			r.level.Store(alertNone)
-			r.catchUp()
+			r.catchUpGuarded()
 			if r.p.PendingCount() > 0 {
 				arm(r.lookAgain())
 			} else {
@@ -106,6 +108,20 @@ func (r *Replicator) sleep(d time.Duration) (again, ok bool) {
 			again = again || r.relevant(ev)
 		}
 	}
+}
+
+// catchUpGuarded is catchUp with a panic recovered (of the Primary: those
+// of the Replica and of the Classifier are recovered around the call) and
+// logged, so that it does not end the process: the keys stay pending, and
+// the worker looks at them again after RetryInterval.
+func (r *Replicator) catchUpGuarded() {
+	defer func() {
+		if v := recover(); v != nil {
+			r.log.Error("fusebox: replicate: recovered a panic in catch-up; the keys stay pending",
+				"breaker", r.b.Name(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
+	r.catchUp()
 }
 
 // catchUp sends the current value of every pending key to the replica,

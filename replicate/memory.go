@@ -3,6 +3,7 @@ package replicate
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +30,7 @@ func (m *memory) Put(ctx context.Context, key string, value []byte) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	v := make([]byte, len(value))
@@ -46,7 +47,7 @@ func (m *memory) Delete(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -58,7 +59,7 @@ func (m *memory) Delete(ctx context.Context, key string) error {
 }
 
 func (m *memory) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return nil, false, err
 	}
 	m.mu.RLock()
@@ -71,7 +72,7 @@ func (m *memory) Get(ctx context.Context, key string) ([]byte, bool, error) {
 }
 
 func (m *memory) Lookup(ctx context.Context, key string) (Entry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return Entry{}, err
 	}
 	m.mu.RLock()
@@ -82,7 +83,7 @@ func (m *memory) Lookup(ctx context.Context, key string) (Entry, error) {
 }
 
 func (m *memory) Confirm(ctx context.Context, key string, seq uint64) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -95,7 +96,7 @@ func (m *memory) Confirm(ctx context.Context, key string, seq uint64) (bool, err
 }
 
 func (m *memory) PendingKeys(ctx context.Context, after string, limit int) ([]string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
@@ -120,4 +121,12 @@ func (m *memory) PendingCount() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.pending)
+}
+
+// ctxErr is ctx.Err(), and an error for a nil ctx.
+func ctxErr(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("fusebox: replicate: memory primary: %w", ErrNilContext)
+	}
+	return ctx.Err()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,11 @@ type Options struct {
 	// at the breaker while keys are pending, in case an event was lost.
 	// Zero means DefaultRetryInterval (1s).
 	RetryInterval time.Duration
+
+	// Logger receives the replicator's reports: panics of the Replica
+	// or of the breaker's Classifier, which the replicator recovers. Nil
+	// means slog.Default().
+	Logger *slog.Logger
 }
 
 // Defaults for the zero fields of Options.
@@ -99,6 +106,7 @@ type Replicator struct {
 	watch   time.Duration
 	pause   time.Duration
 	retry   time.Duration
+	log     *slog.Logger
 
 	locks keyLocks
 
@@ -170,7 +178,11 @@ func New(p Primary, r Replica, b *manager.Breaker, opts Options) (*Replicator, e
 		}
 	}
 
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	rp := &Replicator{
+		log:     opts.Logger,
 		p:       p,
 		rep:     r,
 		b:       b,
@@ -203,9 +215,13 @@ func New(p Primary, r Replica, b *manager.Breaker, opts Options) (*Replicator, e
 //
 // The replica call is bounded by Options.Timeout and by ctx. While the
 // breaker is open, Put returns as soon as the primary write is done. Put
-// does not keep value. An empty key is ErrEmptyKey; after Close, Put
-// returns ErrClosed. Neither writes anything.
+// does not keep value. An empty key is ErrEmptyKey, a nil ctx an error
+// that wraps ErrNilContext; after Close, Put returns ErrClosed. None of
+// them writes anything.
 func (r *Replicator) Put(ctx context.Context, key string, value []byte) (Result, error) {
+	if ctx == nil {
+		return Result{}, r.nilContext("Put")
+	}
 	if key == "" {
 		return Result{}, ErrEmptyKey
 	}
@@ -225,6 +241,9 @@ func (r *Replicator) Put(ctx context.Context, key string, value []byte) (Result,
 // ErrEmptyKey; after Close, Delete returns ErrClosed. Neither writes
 // anything.
 func (r *Replicator) Delete(ctx context.Context, key string) (Result, error) {
+	if ctx == nil {
+		return Result{}, r.nilContext("Delete")
+	}
 	if key == "" {
 		return Result{}, ErrEmptyKey
 	}
@@ -239,8 +258,12 @@ func (r *Replicator) Delete(ctx context.Context, key string) (Result, error) {
 }
 
 // Get returns the value stored under key in the primary, and whether it
-// exists. It never reads the replica. After Close it returns ErrClosed.
+// exists. It never reads the replica. A nil ctx is an error that wraps
+// ErrNilContext; after Close, Get returns ErrClosed.
 func (r *Replicator) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	if ctx == nil {
+		return nil, false, r.nilContext("Get")
+	}
 	if err := r.enter(); err != nil {
 		return nil, false, err
 	}
@@ -258,8 +281,12 @@ func (r *Replicator) Pending() int { return r.p.PendingCount() }
 
 // Wait returns nil once no key is pending, or ctx's error. It returns
 // ErrClosed if the Replicator is closed while keys are still pending. With
-// writes going on, the moment when no key is pending may never come.
+// writes going on, the moment when no key is pending may never come. A
+// nil ctx is an error that wraps ErrNilContext.
 func (r *Replicator) Wait(ctx context.Context) error {
+	if ctx == nil {
+		return r.nilContext("Wait")
+	}
 	for {
 		r.drainedMu.Lock()
 		drained := r.drained
@@ -300,6 +327,11 @@ func (r *Replicator) Close() error {
 		}
 	})
 	return nil
+}
+
+// nilContext is the error of a method called with a nil context.
+func (r *Replicator) nilContext(method string) error {
+	return fmt.Errorf("fusebox: replicate: breaker %q: %s: %w", r.b.Name(), method, ErrNilContext)
 }
 
 // closing is the bit of Replicator.ops that Close sets.
@@ -410,30 +442,28 @@ func (r *Replicator) send(ctx context.Context, key string, wait bool) (res Resul
 	if err != nil {
 		return Result{Cause: err}, true
 	}
-	released := false
-	defer func() {
-		if !released { // the replica panicked
-			permit.ReleaseOutcome(classify.Failure)
-		}
-	}()
-	if e.Found {
-		err = r.rep.Put(ctx, key, e.Value)
-	} else {
-		err = r.rep.Delete(ctx, key)
+	err = r.call(ctx, key, e)
+	var pe *PanicError
+	switch {
+	case errors.As(err, &pe):
+		// Not the classifier's to judge: a replica that panics fails.
+		permit.ReleaseOutcome(classify.Failure)
+		r.logPanic(key, pe)
+		return Result{Cause: err}, true
+	case err != nil && r.ctx.Err() != nil:
+		// Close cut the call short: that says nothing about the
+		// replica, whatever the breaker's classifier thinks of
+		// context.Canceled.
+		permit.ReleaseOutcome(classify.Ignore)
+		return Result{Cause: ErrClosed}, true
 	}
-	released = true
+	if pe := r.release(permit, err); pe != nil {
+		r.logPanic(key, pe)
+		return Result{Cause: pe}, true
+	}
 	if err != nil {
-		if r.ctx.Err() != nil {
-			// Close cut the call short: that says nothing about the
-			// replica, whatever the breaker's classifier thinks of
-			// context.Canceled.
-			permit.ReleaseOutcome(classify.Ignore)
-			return Result{Cause: ErrClosed}, true
-		}
-		permit.Release(err)
 		return Result{Cause: err}, true
 	}
-	permit.Release(nil)
 	// The replica has the value: confirm even if ctx ends now. A failed
 	// confirmation leaves the mark, and catch-up sends the key again,
 	// which is harmless.
@@ -441,6 +471,72 @@ func (r *Replicator) send(ctx context.Context, key string, wait bool) (res Resul
 		r.confirmed()
 	}
 	return Result{Replicated: true}, true
+}
+
+// call sends e, the current state of key, to the replica: a Put, or a
+// Delete if the key is absent. A panic of the replica is recovered and
+// returned as a *PanicError.
+func (r *Replicator) call(ctx context.Context, key string, e Entry) (err error) {
+	method := "Replica.Delete"
+	if e.Found {
+		method = "Replica.Put"
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Breaker: r.b.Name(), Func: method, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	if e.Found {
+		return r.rep.Put(ctx, key, e.Value)
+	}
+	return r.rep.Delete(ctx, key)
+}
+
+// release reports the replica's answer err to the breaker, which
+// classifies it with its Classifier. If the Classifier panics, the panic
+// is recovered, the permit is released as a failure instead (exactly
+// once: the panic comes before Release records anything), and release
+// returns it as a *PanicError.
+func (r *Replicator) release(permit manager.Permit, err error) (pe *PanicError) {
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		v := recover()
+		permit.ReleaseOutcome(classify.Failure)
+		pe = &PanicError{Breaker: r.b.Name(), Func: "Classifier", Value: v, Stack: debug.Stack()}
+	}()
+	permit.Release(err)
+	done = true
+	return nil
+}
+
+// logPanic reports a recovered panic.
+func (r *Replicator) logPanic(key string, pe *PanicError) {
+	r.log.Error("fusebox: replicate: recovered a panic; the key stays pending",
+		"breaker", pe.Breaker, "key", key, "func", pe.Func, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+}
+
+// PanicError is the Result.Cause of a copy during which the Replica, or
+// the breaker's Classifier, panicked. The replicator recovers the panic,
+// logs it to Options.Logger, counts the call as a failure for the breaker
+// and leaves the key pending: the panic reaches neither the caller of Put
+// nor the replicator's goroutine.
+type PanicError struct {
+	// Breaker is the breaker's name.
+	Breaker string
+	// Func is what panicked: "Replica.Put", "Replica.Delete" or
+	// "Classifier".
+	Func string
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("fusebox: replicate: breaker %q: %s panicked: %v", e.Breaker, e.Func, e.Value)
 }
 
 // confirmed wakes the callers of Wait if no key is pending any more.

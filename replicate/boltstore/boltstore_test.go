@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -405,4 +406,33 @@ func TestSoak(t *testing.T) {
 			last = string(c.Value)
 		}
 	}
+}
+
+// TestNilContext: every method refuses a nil context with an error rather
+// than dereferencing it.
+func TestNilContext(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "primary.db"))
+	var nilCtx context.Context
+	assert.ErrorIs(t, s.Put(nilCtx, "a", []byte("1")), replicate.ErrNilContext, "Put")
+	assert.ErrorIs(t, s.Delete(nilCtx, "a"), replicate.ErrNilContext, "Delete")
+	_, _, err := s.Get(nilCtx, "a")
+	assert.ErrorIs(t, err, replicate.ErrNilContext, "Get")
+	_, err = s.Lookup(nilCtx, "a")
+	assert.ErrorIs(t, err, replicate.ErrNilContext, "Lookup")
+	_, err = s.Confirm(nilCtx, "a", 1)
+	assert.ErrorIs(t, err, replicate.ErrNilContext, "Confirm")
+	_, err = s.PendingKeys(nilCtx, "", 10)
+	assert.ErrorIs(t, err, replicate.ErrNilContext, "PendingKeys")
+	assert.Equal(t, 0, s.PendingCount(), "nothing was written")
+}
+
+// TestKeyTooLong: a key bbolt cannot store is an error that says so, and
+// writes nothing.
+func TestKeyTooLong(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "primary.db"))
+	err := s.Put(context.Background(), strings.Repeat("k", 40000), []byte("v"))
+	if assert.Error(t, err) {
+		assert.Contains(t, err.Error(), "40000 bytes")
+	}
+	assert.Equal(t, 0, s.PendingCount())
 }
