@@ -143,7 +143,7 @@ func (p Permit) Release(err error) {
 	if b == nil {
 		return
 	}
-	p.ReleaseOutcome(b.outcome(err))
+	p.release(b.outcome(err), err)
 }
 
 // outcome classifies err with the breaker's Classifier.
@@ -161,7 +161,18 @@ func (b *Breaker) outcome(err error) classify.Outcome {
 // (Ignore). A permit granted before the breaker last changed state is
 // stale: its outcome is counted in the stats and changes nothing else. An
 // outcome that is not Success, Failure or Ignore counts as Failure.
-func (p Permit) ReleaseOutcome(o classify.Outcome) {
+func (p Permit) ReleaseOutcome(o classify.Outcome) { p.release(o, nil) }
+
+// ReleaseWith reports the outcome o of a call that returned err, for a
+// caller that classifies calls itself (an HTTP or gRPC client that looks at
+// more than the error): it is ReleaseOutcome(o), except that err is what
+// opened the breaker if this call opens it (recover.Context.Err). err may
+// be nil.
+func (p Permit) ReleaseWith(o classify.Outcome, err error) { p.release(o, err) }
+
+// release is ReleaseOutcome; err, when not nil, is the call's error, kept
+// only by the call that opens the breaker.
+func (p Permit) release(o classify.Outcome, err error) {
 	b := p.b
 	if b == nil {
 		return
@@ -171,7 +182,7 @@ func (p Permit) ReleaseOutcome(o classify.Outcome) {
 	}
 	b.stats.Add(outcomeStat(o))
 	if p.t.Probe {
-		b.endProbe(p.t, o)
+		b.endProbe(p.t, o, err)
 		return
 	}
 	c := b.mach.Current(p.t)
@@ -180,7 +191,7 @@ func (p Permit) ReleaseOutcome(o classify.Outcome) {
 		return
 	}
 	if b.sharing != nil {
-		b.releaseShared(c, p.t, o)
+		b.releaseShared(c, p.t, o, err)
 		return
 	}
 	var now time.Time
@@ -188,17 +199,19 @@ func (p Permit) ReleaseOutcome(o classify.Outcome) {
 		now = b.mgr.clk.Now()
 	}
 	if c.Record(o, now) {
-		b.trip(p.t.Gen, o)
+		b.trip(p.t.Gen, o, err)
 	}
 }
 
-func (b *Breaker) trip(gen uint64, o classify.Outcome) {
+// trip opens the closed breaker of generation gen because of a call with
+// outcome o and error err.
+func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
 	if step, ok := b.mach.Trip(gen, o, b.mgr.clk.Now()); ok {
-		b.mgr.notify(b, step)
+		b.mgr.send(note{b: b, step: step, err: err})
 	}
 }
 
-func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome) {
+func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
 	var token string
 	if b.sharing != nil {
 		token = b.resolveFirst(t, o)
@@ -208,7 +221,7 @@ func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome) {
 		b.stats.Add(statStale)
 		return
 	}
-	b.mgr.send(note{b: b, step: step, token: token})
+	b.mgr.send(note{b: b, step: step, token: token, err: err})
 }
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,
@@ -235,7 +248,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	err = fn(ctx)
 	o := b.outcome(err) // a panicking Classifier leaves the call to the deferred release
 	released = true
-	p.ReleaseOutcome(o)
+	p.release(o, err)
 	return err
 }
 
@@ -261,7 +274,7 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 	v, err := fn(ctx)
 	o := b.outcome(err)
 	released = true
-	p.ReleaseOutcome(o)
+	p.release(o, err)
 	return v, err
 }
 

@@ -61,6 +61,9 @@ type note struct {
 	// token is the store's probe lease this process held, on a step that
 	// ends a shared breaker's probe.
 	token string
+	// err is the error of the call that made the step, when it opens the
+	// breaker and was released with one: recover.Context.Err.
+	err error
 }
 
 type registerReq struct {

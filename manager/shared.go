@@ -288,19 +288,19 @@ func (m *Manager) storeCtx(parent context.Context) (context.Context, context.Can
 func (sh *sharing) local() bool { return sh.down.Load() && sh.fallback == store.FallbackLocal }
 
 // releaseShared is Release in the closed state for a shared breaker.
-func (b *Breaker) releaseShared(c breaker.Counter, t machine.Ticket, o classify.Outcome) {
+func (b *Breaker) releaseShared(c breaker.Counter, t machine.Ticket, o classify.Outcome, err error) {
 	sh := b.sharing
 	switch {
 	case !sh.down.Load():
-		b.recordShared(c, t, o)
+		b.recordShared(c, t, o, err)
 	case sh.fallback == store.FallbackLocal:
-		b.recordLocal(c, t, o)
+		b.recordLocal(c, t, o, err)
 	}
 }
 
 // recordShared is Release in the closed state for a shared breaker whose
 // store is reachable.
-func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.Outcome) {
+func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.Outcome, cause error) {
 	sh := b.sharing
 	switch o {
 	case classify.Failure:
@@ -315,7 +315,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		if err != nil {
 			b.storeFailed(err)
 			if sh.fallback == store.FallbackLocal {
-				b.recordLocal(c, t, o)
+				b.recordLocal(c, t, o, cause)
 			}
 			return
 		}
@@ -325,7 +325,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		case v.Open > 0:
 			b.mirror(breaker.Open, v.Open)
 		case sh.policy.Trips(v):
-			b.trip(t.Gen, o)
+			b.trip(t.Gen, o, cause)
 		}
 	case classify.Success:
 		if sh.policy.Window() || !sh.dirty.Load() || !sh.dirty.CompareAndSwap(true, false) {
@@ -342,13 +342,13 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 }
 
 // recordLocal is Release in the closed state on the breaker's own counter.
-func (b *Breaker) recordLocal(c breaker.Counter, t machine.Ticket, o classify.Outcome) {
+func (b *Breaker) recordLocal(c breaker.Counter, t machine.Ticket, o classify.Outcome, cause error) {
 	var now time.Time
 	if b.timed {
 		now = b.mgr.clk.Now()
 	}
 	if c.Record(o, now) {
-		b.trip(t.Gen, o)
+		b.trip(t.Gen, o, cause)
 	}
 }
 
@@ -382,7 +382,7 @@ func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step mach
 	case err != nil && ctx != nil && ctx.Err() != nil:
 		// The caller gave up: give the probe slot back.
 		b.mgr.notifyHeld(b, step, lease)
-		b.endProbe(t, classify.Ignore)
+		b.endProbe(t, classify.Ignore, nil)
 		return Permit{}, ctx.Err()
 	case err != nil:
 		b.storeFailed(err)

@@ -46,6 +46,15 @@ type Context struct {
 	// duration is asked ahead: a shared breaker asks for its next probe's
 	// time ({half_open, probing}) as it opens.
 	At time.Time
+	// Err is the error of the call that opened the breaker, when that call
+	// was released in this process with an error (Permit.Release(err), or
+	// Do and Call returning one). It is nil for {half_open, probing}, for a
+	// call released with an outcome only or with a nil error, and for an
+	// opening decided by another process that shares the breaker. A policy
+	// may read a hint the error carries, such as how long the service asked
+	// to be left alone (see WithHints and Hint); it must not keep the error
+	// beyond the call.
+	Err error
 }
 
 // Opening reports whether the transition opens the breaker, so that the
