@@ -21,7 +21,9 @@ import (
 )
 
 // down is a health service that answers every check with Unavailable.
-type down struct{ healthpb.UnimplementedHealthServer }
+type down struct {
+	healthpb.UnimplementedHealthServer
+}
 
 func (down) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	return nil, status.Error(codes.Unavailable, "down for maintenance")

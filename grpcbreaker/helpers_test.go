@@ -37,10 +37,9 @@ func newManager(t *testing.T) (*manager.Manager, *clock.Mock) {
 // Watch do what the test says.
 type health struct {
 	healthpb.UnimplementedHealthServer
-	calls   atomic.Int64
-	check   func(ctx context.Context) error
-	watch   func(ctx context.Context, send func() error) error
-	serving *healthpb.HealthCheckResponse
+	calls atomic.Int64
+	check func(ctx context.Context) error
+	watch func(ctx context.Context, send func() error) error
 }
 
 func (h *health) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {

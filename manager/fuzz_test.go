@@ -344,7 +344,7 @@ func runScript(t testing.TB, data []byte) scriptReport {
 				rep.doubleCount = true
 			}
 			h.real.Release(errOf(o))
-			mod.release(h.model, o)
+			mod.release(h.model, o, errOf(o))
 		case opReleaseOldest:
 			if len(held) == 0 {
 				continue
@@ -353,7 +353,7 @@ func runScript(t testing.TB, data []byte) scriptReport {
 			held = held[1:]
 			o := fuzzOutcome(op.arg)
 			h.real.ReleaseOutcome(o)
-			mod.release(h.model, o)
+			mod.release(h.model, o, nil)
 		case opAdvance, opAdvanceEdge:
 			d := time.Duration(op.arg) * time.Millisecond
 			if op.kind == opAdvanceEdge && mod.timed && !mod.halted {

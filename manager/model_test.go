@@ -285,6 +285,7 @@ type refModel struct {
 	stats    modelStats
 	events   []modelEvent      // expected events, since the last take
 	timeouts []recover.Context // expected Recover.Timeout calls, since the last take
+	cause    error             // the error of the call being released, for Context.Err
 }
 
 func newRefModel(name string, strat modelStrategy, dur func(int, bool) time.Duration, now time.Time, maxRestarts int, window time.Duration) *refModel {
@@ -314,7 +315,11 @@ func (r *refModel) move(to breaker.State, cause breaker.Cause, o classify.Outcom
 	if !needsTimer {
 		return
 	}
-	r.timeouts = append(r.timeouts, recover.Context{Name: r.name, Transition: tr, Outcome: o, At: at})
+	c := recover.Context{Name: r.name, Transition: tr, Outcome: o, At: at}
+	if to == breaker.Open {
+		c.Err = r.cause
+	}
+	r.timeouts = append(r.timeouts, c)
 	if r.panicTimeout {
 		r.panicTimeout = false
 		r.restart()
@@ -399,8 +404,11 @@ func (r *refModel) acquire(cancelled bool) (modelPermit, *breaker.OpenError, err
 	return modelPermit{gen: gen, probe: true}, nil, nil
 }
 
-// release reports the outcome of permit p.
-func (r *refModel) release(p modelPermit, o classify.Outcome) {
+// release reports the outcome of permit p, a call that returned err (nil
+// for ReleaseOutcome).
+func (r *refModel) release(p modelPermit, o classify.Outcome, err error) {
+	r.cause = err
+	defer func() { r.cause = nil }()
 	switch o {
 	case classify.Success:
 		r.stats.Successes++

@@ -227,9 +227,9 @@ func TestRecoverIsAskedAtTheThreeTransitions(t *testing.T) {
 
 	C, O, H, P := breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing
 	want := []recover.Context{
-		{Name: "r", Transition: breaker.Transition{From: C, To: O}, Outcome: classify.Failure},
+		{Name: "r", Transition: breaker.Transition{From: C, To: O}, Outcome: classify.Failure, Err: errBoom},
 		{Name: "r", Transition: breaker.Transition{From: H, To: P}},
-		{Name: "r", Transition: breaker.Transition{From: P, To: O}, Outcome: classify.Failure},
+		{Name: "r", Transition: breaker.Transition{From: P, To: O}, Outcome: classify.Failure, Err: errBoom},
 		{Name: "r", Transition: breaker.Transition{From: H, To: P}},
 		{Name: "r", Transition: breaker.Transition{From: H, To: P}},
 	}

@@ -114,3 +114,54 @@ func ExampleFunc() {
 	// probing->open      4s
 	// half_open->probing 8s
 }
+
+// rateLimited is the error of a service that said, as it refused a call,
+// how long to wait: the kind of error a client library returns for an HTTP
+// 429 with Retry-After, or a gRPC status with RetryInfo.
+type rateLimited struct{ wait time.Duration }
+
+func (e *rateLimited) Error() string             { return "rate limited" }
+func (e *rateLimited) RetryAfter() time.Duration { return e.wait }
+
+// WithHints keeps a breaker open as long as the error that opened it asks,
+// up to a cap; an error without a hint leaves the policy's period as it is.
+func ExampleWithHints() {
+	policy := recover.WithHints(recover.BasicTimeout{Open: 5 * time.Second}, 10*time.Minute)
+	state, _ := policy.Init()
+	for _, err := range []error{
+		errors.New("connection refused"),                           // no hint: the policy's 5s
+		&rateLimited{wait: time.Minute},                            // a hint longer than 5s
+		fmt.Errorf("fetch: %w", &rateLimited{wait: 2 * time.Hour}), // wrapped, and capped
+	} {
+		var d time.Duration
+		d, state = policy.Timeout(recover.Context{Transition: trip, Outcome: classify.Failure, Err: err}, state)
+		fmt.Printf("%-40q open for %v\n", err.Error(), d)
+	}
+	// Output:
+	// "connection refused"                     open for 5s
+	// "rate limited"                           open for 1m0s
+	// "fetch: rate limited"                    open for 10m0s
+}
+
+// quotaError says when the caller's quota resets.
+type quotaError struct{ resets time.Time }
+
+func (e *quotaError) Error() string { return "quota exceeded" }
+
+// A policy of its own can read the error that opened the breaker
+// (Context.Err) directly: here a quota error that says when the quota
+// resets keeps the breaker open until then.
+func ExampleContext_err() {
+	policy := recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
+		var q *quotaError
+		if c.Opening() && errors.As(c.Err, &q) {
+			return q.resets.Sub(c.At), struct{}{}
+		}
+		return 5 * time.Second, struct{}{}
+	})
+	state, _ := policy.Init()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	d, _ := policy.Timeout(recover.Context{Transition: trip, At: at, Err: &quotaError{resets: at.Add(42 * time.Minute)}}, state)
+	fmt.Println(d)
+	// Output: 42m0s
+}
