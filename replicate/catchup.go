@@ -155,8 +155,8 @@ func (r *Replicator) pass() (progress, more bool) {
 			if r.ctx.Err() != nil || r.b.Snapshot().Declines() {
 				return progress, false
 			}
-			res, sent := r.sendPending(key)
-			if !sent {
+			res, status := r.sendPending(key)
+			if status == sentNot {
 				continue
 			}
 			if res.Replicated {
@@ -173,10 +173,10 @@ func (r *Replicator) pass() (progress, more bool) {
 
 // sendPending is send for catch-up: bounded by the timeout and cut short by
 // Close, and never waiting for a key's lock.
-func (r *Replicator) sendPending(key string) (Result, bool) {
+func (r *Replicator) sendPending(key string) (Result, sendStatus) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
 	defer cancel()
-	return r.send(ctx, key, false)
+	return r.send(ctx, key, sendCatchUp)
 }
 
 // sleepKeepingEvents is sleep inside a pass: a relevant event seen there

@@ -11,17 +11,19 @@ import (
 
 // memory is the Primary returned by NewMemory.
 type memory struct {
-	mu      sync.RWMutex
-	data    map[string][]byte // values are never modified once stored
-	pending map[string]uint64
-	seq     uint64
+	mu       sync.RWMutex
+	data     map[string][]byte // values are never modified once stored
+	pending  map[string]uint64
+	seq      uint64
+	progress Progress
 }
 
 // NewMemory returns a Primary kept in memory: safe for concurrent use, fast,
 // and lost with the process, pending marks included. Use it in tests, or
 // where the replica holds everything that must survive; package boltstore
-// keeps the data and the outbox in a file. Listing pending keys sorts them,
-// which suits sets of up to some tens of thousands of pending keys.
+// keeps the data and the outbox in a file. Listing keys (pending ones for
+// catch-up, all of them for Rebuild) sorts them, which suits sets of up to
+// some tens of thousands of keys.
 func NewMemory() Primary {
 	return &memory{data: make(map[string][]byte), pending: make(map[string]uint64)}
 }
@@ -96,25 +98,67 @@ func (m *memory) Confirm(ctx context.Context, key string, seq uint64) (bool, err
 }
 
 func (m *memory) PendingKeys(ctx context.Context, after string, limit int) ([]string, error) {
+	return listAfter(ctx, &m.mu, m.pending, after, limit)
+}
+
+func (m *memory) Keys(ctx context.Context, after string, limit int) ([]string, error) {
+	return listAfter(ctx, &m.mu, m.data, after, limit)
+}
+
+// listAfter returns up to limit keys of km greater than after, in order.
+func listAfter[V any](ctx context.Context, mu *sync.RWMutex, km map[string]V, after string, limit int) ([]string, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
 		return nil, nil
 	}
-	m.mu.RLock()
-	keys := make([]string, 0, min(len(m.pending), 4*limit))
-	for k := range m.pending {
+	mu.RLock()
+	keys := make([]string, 0, min(len(km), 4*limit))
+	for k := range km {
 		if k > after {
 			keys = append(keys, k)
 		}
 	}
-	m.mu.RUnlock()
+	mu.RUnlock()
 	slices.SortFunc(keys, strings.Compare)
 	if len(keys) > limit {
 		keys = keys[:limit:limit]
 	}
 	return keys, nil
+}
+
+func (m *memory) Mark(ctx context.Context, key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.seq++
+	m.pending[key] = m.seq
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *memory) RebuildProgress(ctx context.Context) (Progress, error) {
+	if err := ctxErr(ctx); err != nil {
+		return Progress{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.progress, nil
+}
+
+func (m *memory) SetRebuildProgress(ctx context.Context, p Progress) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.progress = p
+	m.mu.Unlock()
+	return nil
 }
 
 func (m *memory) PendingCount() int {

@@ -53,6 +53,46 @@ type Primary interface {
 	PendingKeys(ctx context.Context, after string, limit int) ([]string, error)
 	// PendingCount returns how many keys are pending.
 	PendingCount() int
+
+	// Keys returns up to limit keys that exist, greater than after, in
+	// increasing byte order. Pass "" to start from the first. Rebuild
+	// walks the primary with it.
+	Keys(ctx context.Context, after string, limit int) ([]string, error)
+	// Mark marks key pending with a new sequence number, leaving its
+	// value (or its absence) as it is: Rebuild hands catch-up a key the
+	// replica did not take. An empty key is an error.
+	Mark(ctx context.Context, key string) error
+	// RebuildProgress returns the progress that SetRebuildProgress last
+	// recorded; the zero Progress if none was.
+	RebuildProgress(ctx context.Context) (Progress, error)
+	// SetRebuildProgress records p; a durable Primary keeps it across
+	// restarts, as it keeps the pending marks.
+	SetRebuildProgress(ctx context.Context, p Progress) error
+}
+
+// Progress is where a rebuild stands, as the Primary records it, so that a
+// rebuild cut short (by its context, by the breaker, or by a crash) goes on
+// where it stopped.
+type Progress struct {
+	// Running reports that a rebuild has started and not finished.
+	Running bool
+	// After is the last key the rebuild dealt with (sent to the replica,
+	// or handed to catch-up); the rebuild goes on with the keys after it.
+	// "" before the first key.
+	After string
+}
+
+// Lister is what a Replica implements, besides Replica, to list the keys
+// it holds. Rebuild uses it to delete from the replica the keys that the
+// primary does not hold; without it, Rebuild sends only the primary's keys
+// (and catch-up the deletes still pending), so that keys deleted from the
+// primary while the replica was not told (a replica restored from an old
+// backup) stay on the replica.
+type Lister interface {
+	// ListKeys returns up to limit keys the replica holds, greater than
+	// after, in increasing byte order; "" starts from the first. It must
+	// honour ctx, like the methods of Replica.
+	ListKeys(ctx context.Context, after string, limit int) ([]string, error)
 }
 
 // Entry is what Primary.Lookup returns: a key's current value and its

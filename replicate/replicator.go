@@ -110,6 +110,9 @@ type Replicator struct {
 
 	locks keyLocks
 
+	// rebuilding holds a token while a Rebuild runs.
+	rebuilding chan struct{}
+
 	// Close cancels ctx, which cuts short every replica call in flight,
 	// then waits for the operations counted in ops and for the worker.
 	// ops counts the Put, Delete and Get calls in progress in its low
@@ -182,19 +185,20 @@ func New(p Primary, r Replica, b *manager.Breaker, opts Options) (*Replicator, e
 		opts.Logger = slog.Default()
 	}
 	rp := &Replicator{
-		log:     opts.Logger,
-		p:       p,
-		rep:     r,
-		b:       b,
-		timeout: opts.Timeout,
-		watch:   opts.WatchInterval,
-		pause:   opts.CatchUpPause,
-		retry:   opts.RetryInterval,
-		kick:    make(chan struct{}, 1),
-		alert:   make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		idle:    make(chan struct{}),
-		drained: make(chan struct{}),
+		log:        opts.Logger,
+		p:          p,
+		rep:        r,
+		b:          b,
+		timeout:    opts.Timeout,
+		watch:      opts.WatchInterval,
+		pause:      opts.CatchUpPause,
+		retry:      opts.RetryInterval,
+		kick:       make(chan struct{}, 1),
+		rebuilding: make(chan struct{}, 1),
+		alert:      make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		idle:       make(chan struct{}),
+		drained:    make(chan struct{}),
 	}
 	rp.ctx, rp.cancel = context.WithCancel(context.Background())
 	if opts.Manager != nil {
@@ -370,7 +374,7 @@ func (r *Replicator) replicate(ctx context.Context, key string) Result {
 func (r *Replicator) replicateSlow(ctx context.Context, key string) Result {
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	stop := context.AfterFunc(r.ctx, cancel)
-	res, _ := r.send(cctx, key, true)
+	res, _ := r.send(cctx, key, sendLive)
 	stop()
 	cancel()
 	switch {
@@ -381,12 +385,20 @@ func (r *Replicator) replicateSlow(ctx context.Context, key string) Result {
 			default:
 			}
 		}
-	case r.b.State() == breaker.Closed:
-		r.raise(alertFailed)
 	default:
-		r.raise(alertOpen)
+		r.missed()
 	}
 	return res
+}
+
+// missed tells the worker that the replica did not take a key: to retry
+// later while the breaker is closed, to watch for half_open otherwise.
+func (r *Replicator) missed() {
+	if r.b.State() == breaker.Closed {
+		r.raise(alertFailed)
+	} else {
+		r.raise(alertOpen)
+	}
 }
 
 // raise tells the worker that a write was not confirmed, once per level
@@ -407,62 +419,94 @@ func (r *Replicator) raise(level int32) {
 	}
 }
 
-// send copies the current value of key to the replica through the
-// breaker, holding the key's lock, and clears the key's pending mark if the
-// replica confirms and no newer write marked the key meanwhile. The value
-// is read under the lock, so copies of a key reach the replica in write
-// order.
-//
-// With wait, send waits for the key's lock until ctx is done; without it,
-// it gives up at once if the lock is taken. sent reports whether send made
-// the attempt: it is false when the lock was taken (without wait) or the
-// key turned out not to be pending (then Replicated is set: a newer copy
-// was confirmed).
-func (r *Replicator) send(ctx context.Context, key string, wait bool) (res Result, sent bool) {
-	kl, err := r.locks.lock(ctx, key, wait)
+// sendMode is who sends a key, which decides how send treats the key's
+// lock and a key that is not pending.
+type sendMode uint8
+
+const (
+	// sendLive: a live write, which waits for the key's lock within its
+	// context and sends only a pending key.
+	sendLive sendMode = iota
+	// sendCatchUp: catch-up, which skips a key whose lock is taken (a
+	// live write is sending it) and sends only a pending key.
+	sendCatchUp
+	// sendRebuild: a rebuild, which waits for the lock and sends the key
+	// whether it is pending or not.
+	sendRebuild
+)
+
+// sendStatus says what became of a send, beyond its Result.
+type sendStatus uint8
+
+const (
+	// sentNot: no call was made, and none was needed: the key's lock was
+	// taken (catch-up), or the key was not pending (Result.Replicated).
+	sentNot sendStatus = iota
+	// sentConfirmed: the replica took the key's current state.
+	sentConfirmed
+	// sentDeclined: the breaker declined the call, or its manager has
+	// stopped.
+	sentDeclined
+	// sentFailed: the replica did not take it: its error, a timeout, a
+	// panic, or the wait for the key's lock ran out of time.
+	sentFailed
+	// sentAborted: cut short by Close, or the primary failed; it says
+	// nothing about the replica.
+	sentAborted
+)
+
+// send copies the current state of key (its value, or its absence as a
+// delete) to the replica through the breaker, holding the key's lock, and
+// clears the key's pending mark if the replica confirms and no newer write
+// marked the key meanwhile. The value is read under the lock, so copies of
+// a key reach the replica in write order, whoever sends them.
+func (r *Replicator) send(ctx context.Context, key string, mode sendMode) (Result, sendStatus) {
+	kl, err := r.locks.lock(ctx, key, mode != sendCatchUp)
 	if kl == nil {
-		if err == nil {
-			return Result{}, false
+		switch {
+		case err == nil:
+			return Result{}, sentNot
+		case r.ctx.Err() != nil:
+			return Result{Cause: ErrClosed}, sentAborted
 		}
-		if r.ctx.Err() != nil {
-			return Result{Cause: ErrClosed}, true
-		}
-		return Result{Cause: fmt.Errorf("fusebox: replicate: waiting for an earlier copy of %q: %w", key, err)}, true
+		return Result{Cause: fmt.Errorf("fusebox: replicate: waiting for an earlier copy of %q: %w", key, err)}, sentFailed
 	}
 	defer r.locks.unlock(key, kl)
 
 	e, err := r.p.Lookup(ctx, key)
 	if err != nil {
-		return Result{Cause: fmt.Errorf("fusebox: replicate: read %q from the primary: %w", key, err)}, true
+		return Result{Cause: fmt.Errorf("fusebox: replicate: read %q from the primary: %w", key, err)}, sentAborted
 	}
-	if !e.Pending() {
-		return Result{Replicated: true}, false
+	if !e.Pending() && mode != sendRebuild {
+		return Result{Replicated: true}, sentNot
 	}
 	permit, err := r.b.Acquire(ctx)
 	if err != nil {
-		return Result{Cause: err}, true
+		return Result{Cause: err}, sentDeclined
 	}
-	err = r.call(ctx, key, e)
-	var pe *PanicError
+	panicked, err := r.call(ctx, key, e)
 	switch {
-	case errors.As(err, &pe):
+	case panicked:
 		// Not the classifier's to judge: a replica that panics fails.
 		permit.ReleaseOutcome(classify.Failure)
-		r.logPanic(key, pe)
-		return Result{Cause: err}, true
+		r.logPanic(key, err.(*PanicError))
+		return Result{Cause: err}, sentFailed
 	case err != nil && r.ctx.Err() != nil:
 		// Close cut the call short: that says nothing about the
 		// replica, whatever the breaker's classifier thinks of
 		// context.Canceled.
 		permit.ReleaseOutcome(classify.Ignore)
-		return Result{Cause: ErrClosed}, true
+		return Result{Cause: ErrClosed}, sentAborted
 	}
 	if pe := r.release(permit, err); pe != nil {
 		r.logPanic(key, pe)
-		return Result{Cause: pe}, true
+		return Result{Cause: pe}, sentFailed
 	}
 	if err != nil {
-		return Result{Cause: err}, true
+		return Result{Cause: err}, sentFailed
+	}
+	if !e.Pending() {
+		return Result{Replicated: true}, sentConfirmed
 	}
 	// The replica has the value: confirm even if ctx ends now. A failed
 	// confirmation leaves the mark, and catch-up sends the key again,
@@ -470,26 +514,26 @@ func (r *Replicator) send(ctx context.Context, key string, wait bool) (res Resul
 	if cleared, err := r.p.Confirm(context.WithoutCancel(ctx), key, e.Seq); err == nil && cleared {
 		r.confirmed()
 	}
-	return Result{Replicated: true}, true
+	return Result{Replicated: true}, sentConfirmed
 }
 
 // call sends e, the current state of key, to the replica: a Put, or a
 // Delete if the key is absent. A panic of the replica is recovered and
-// returned as a *PanicError.
-func (r *Replicator) call(ctx context.Context, key string, e Entry) (err error) {
+// returned as a *PanicError, with panicked set.
+func (r *Replicator) call(ctx context.Context, key string, e Entry) (panicked bool, err error) {
 	method := "Replica.Delete"
 	if e.Found {
 		method = "Replica.Put"
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Breaker: r.b.Name(), Func: method, Value: v, Stack: debug.Stack()}
+			panicked, err = true, &PanicError{Breaker: r.b.Name(), Func: method, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	if e.Found {
-		return r.rep.Put(ctx, key, e.Value)
+		return false, r.rep.Put(ctx, key, e.Value)
 	}
-	return r.rep.Delete(ctx, key)
+	return false, r.rep.Delete(ctx, key)
 }
 
 // release reports the replica's answer err to the breaker, which

@@ -27,10 +27,12 @@
 //
 // # Layout
 //
-// The file holds two buckets, "data" (key to value) and "pending" (key to
-// the 8-byte big-endian sequence number of the write that marked it); the
-// sequence numbers come from the pending bucket's own sequence, which bbolt
-// keeps in the file, so they keep growing across restarts.
+// The file holds three buckets: "data" (key to value), "pending" (key to
+// the 8-byte big-endian sequence number of the write that marked it) and
+// "meta" (under "rebuild", the progress of a rebuild: a byte, 1 while one
+// runs, then the last key it dealt with). The sequence numbers come from
+// the pending bucket's own sequence, which bbolt keeps in the file, so they
+// keep growing across restarts.
 package boltstore
 
 import (
@@ -52,6 +54,8 @@ import (
 var (
 	bucketData    = []byte("data")
 	bucketPending = []byte("pending")
+	bucketMeta    = []byte("meta")
+	keyRebuild    = []byte("rebuild")
 )
 
 // OpenTimeout is how long Open waits for the file's lock, held by another
@@ -99,6 +103,9 @@ func Open(path string) (*Store, error) {
 	var n int
 	err = db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketData); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketMeta); err != nil {
 			return err
 		}
 		p, err := tx.CreateBucketIfNotExists(bucketPending)
@@ -152,7 +159,14 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return s.write(ctx, &op{kind: opDelete, key: []byte(key)})
 }
 
-// write checks a Put or Delete and has it committed.
+// Mark marks key pending with a new sequence number, leaving its value or
+// absence as it is, in a transaction committed to disk before Mark
+// returns.
+func (s *Store) Mark(ctx context.Context, key string) error {
+	return s.write(ctx, &op{kind: opMark, key: []byte(key)})
+}
+
+// write checks a Put, Delete or Mark and has it committed.
 func (s *Store) write(ctx context.Context, o *op) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
@@ -257,6 +271,25 @@ func (s *Store) Confirm(ctx context.Context, key string, seq uint64) (bool, erro
 // PendingKeys returns up to limit pending keys greater than after, in
 // order.
 func (s *Store) PendingKeys(ctx context.Context, after string, limit int) ([]string, error) {
+	keys, err := s.keysAfter(ctx, bucketPending, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("fusebox: boltstore: list pending keys of %s: %w", s.path, err)
+	}
+	return keys, nil
+}
+
+// Keys returns up to limit keys of the data greater than after, in order.
+func (s *Store) Keys(ctx context.Context, after string, limit int) ([]string, error) {
+	keys, err := s.keysAfter(ctx, bucketData, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("fusebox: boltstore: list keys of %s: %w", s.path, err)
+	}
+	return keys, nil
+}
+
+// keysAfter returns up to limit keys of bucket greater than after, in
+// order, read in one short transaction.
+func (s *Store) keysAfter(ctx context.Context, bucket []byte, after string, limit int) ([]string, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
@@ -268,7 +301,7 @@ func (s *Store) PendingKeys(ctx context.Context, after string, limit int) ([]str
 	}
 	var keys []string
 	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketPending).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		k, _ := c.Seek([]byte(after))
 		if k != nil && string(k) == after {
 			k, _ = c.Next()
@@ -278,10 +311,41 @@ func (s *Store) PendingKeys(ctx context.Context, after string, limit int) ([]str
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("fusebox: boltstore: list pending keys of %s: %w", s.path, err)
+	return keys, err
+}
+
+// RebuildProgress returns the progress of a rebuild recorded in the file.
+func (s *Store) RebuildProgress(ctx context.Context) (replicate.Progress, error) {
+	if err := checkCtx(ctx); err != nil {
+		return replicate.Progress{}, err
 	}
-	return keys, nil
+	var p replicate.Progress
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyRebuild); len(v) > 0 {
+			p = replicate.Progress{Running: v[0] == 1, After: string(v[1:])}
+		}
+		return nil
+	})
+	if err != nil {
+		return replicate.Progress{}, fmt.Errorf("fusebox: boltstore: read the rebuild's progress from %s: %w", s.path, err)
+	}
+	return p, nil
+}
+
+// SetRebuildProgress records p in the file, committed to disk before it
+// returns.
+func (s *Store) SetRebuildProgress(ctx context.Context, p replicate.Progress) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	v := []byte{0}
+	if p.Running {
+		v[0] = 1
+	}
+	if err := s.commit(&op{kind: opProgress, value: append(v, p.After...)}); err != nil {
+		return fmt.Errorf("fusebox: boltstore: record the rebuild's progress in %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // PendingCount returns how many keys are pending.
@@ -294,6 +358,8 @@ const (
 	opPut opKind = iota + 1
 	opDelete
 	opConfirm
+	opMark
+	opProgress
 )
 
 func (k opKind) String() string {
@@ -304,6 +370,10 @@ func (k opKind) String() string {
 		return "delete"
 	case opConfirm:
 		return "confirm"
+	case opMark:
+		return "mark"
+	case opProgress:
+		return "rebuild progress"
 	}
 	return "write"
 }
@@ -479,6 +549,9 @@ func apply(tx *bolt.Tx, o *op) (changed bool, err error) {
 		err = data.Put(o.key, o.value)
 	case opDelete:
 		err = data.Delete(o.key)
+	case opMark:
+	case opProgress:
+		return true, tx.Bucket(bucketMeta).Put(keyRebuild, o.value)
 	case opConfirm:
 		v := pending.Get(o.key)
 		if v == nil || binary.BigEndian.Uint64(v) != o.seq {

@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +24,7 @@ import (
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/replicate"
 	"github.com/fusebox-go/fusebox/replicate/boltstore"
+	"github.com/fusebox-go/fusebox/replicate/replicatetest"
 )
 
 // childEnv names the bolt file a re-executed test binary writes to as the
@@ -217,4 +220,190 @@ func writeUntilKilled(path string) {
 		}()
 	}
 	select {} // until killed
+}
+
+// rebuildChildEnv names the primary and the replica's log
+// ("primary,log") of the rebuilding process of TestKillRebuild.
+const rebuildChildEnv = "FUSEBOX_BOLTSTORE_REBUILD_CHILD"
+
+// rebuildTotal is how many keys the primary of TestKillRebuild holds.
+const rebuildTotal = 1000
+
+func rebuildKeyName(i int) string { return fmt.Sprintf("k%04d", i) }
+
+// logReplica is a replica kept in a file that outlives the process: each
+// write appends a line ("put key value" or "del key"), in one write call.
+type logReplica struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (l *logReplica) Put(_ context.Context, key string, value []byte) error {
+	return l.append("put " + key + " " + string(value))
+}
+
+func (l *logReplica) Delete(_ context.Context, key string) error { return l.append("del " + key) }
+
+func (l *logReplica) append(line string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.f.WriteString(line + "\n"); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(os.Stdout, "sent")
+	return err
+}
+
+// TestKillRebuild rebuilds an empty replica from a bolt primary of 1000
+// keys in a process (this test binary, re-executed) that is killed with
+// SIGKILL part way; the replica is a file that outlives it. The primary
+// reopened after the kill records the rebuild as unfinished, after the
+// last key it recorded; a Rebuild in this process sends only the keys
+// after that one, and the replica ends up holding what the primary holds.
+func TestKillRebuild(t *testing.T) {
+	if env := os.Getenv(rebuildChildEnv); env != "" {
+		primary, log, _ := strings.Cut(env, ",")
+		rebuildUntilKilled(primary, log)
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs a rebuilding process")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	path, logPath := filepath.Join(dir, "primary.db"), filepath.Join(dir, "replica.log")
+	s, err := boltstore.Open(path)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for w := range killWriters { // concurrent writers: group commits
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < rebuildTotal; i += killWriters {
+				k := rebuildKeyName(i)
+				assert.NoError(t, s.Put(ctx, k, []byte(k)))
+				e, err := s.Lookup(ctx, k)
+				assert.NoError(t, err)
+				_, err = s.Confirm(ctx, k, e.Seq) // replicated once, then the replica lost it all
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, s.PendingCount())
+	require.NoError(t, s.Close())
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillRebuild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), rebuildChildEnv+"="+path+","+logPath)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	const killAfter = 400
+	sent := 0
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if sc.Text() == "sent" {
+			if sent++; sent == killAfter {
+				require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			}
+		}
+	}
+	err = cmd.Wait()
+	require.GreaterOrEqual(t, sent, killAfter, "the rebuilding process ended before the kill: %v", err)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "killed")
+
+	// The replica as the killed process left it.
+	replica := replicatetest.NewReplica()
+	logged, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(logged)), "\n") {
+		f := strings.Fields(line)
+		require.Len(t, f, 3, "log line %q", line)
+		require.NoError(t, replica.Put(ctx, f[1], []byte(f[2])))
+	}
+
+	s, err = boltstore.Open(path)
+	require.NoError(t, err)
+	p, err := s.RebuildProgress(ctx)
+	require.NoError(t, err)
+	require.True(t, p.Running, "the reopened primary knows the rebuild is unfinished")
+	// Progress is recorded every 128 keys, durably before the next key
+	// is sent: 400 sends mean k0383's record is on disk.
+	require.GreaterOrEqual(t, p.After, rebuildKeyName(383))
+	t.Logf("killed after %d keys sent; the primary records the rebuild after %s", sent, p.After)
+
+	var calls atomic.Int64
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+	b, err := m.Register("replica", manager.Config{})
+	require.NoError(t, err)
+	r, err := replicate.New(s, countingReplica{replica, &calls}, b, replicate.Options{CatchUpPause: time.Microsecond})
+	require.NoError(t, err)
+	require.NoError(t, r.Rebuild(ctx), "the rebuild resumed")
+	require.NoError(t, r.Close())
+
+	after := 0
+	for i := range rebuildTotal {
+		if rebuildKeyName(i) > p.After {
+			after++
+		}
+	}
+	assert.Equal(t, int64(after), calls.Load(), "the resumed rebuild sent only the keys after %s", p.After)
+	assert.Len(t, replica.Snapshot(), rebuildTotal)
+	for i := range rebuildTotal {
+		v, ok := replica.Get(rebuildKeyName(i))
+		assert.True(t, ok && string(v) == rebuildKeyName(i), "%s on the replica", rebuildKeyName(i))
+	}
+	p, err = s.RebuildProgress(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, replicate.Progress{}, p)
+	require.NoError(t, s.Close())
+}
+
+// countingReplica counts the writes it passes on.
+type countingReplica struct {
+	*replicatetest.Replica
+	calls *atomic.Int64
+}
+
+func (c countingReplica) Put(ctx context.Context, key string, value []byte) error {
+	c.calls.Add(1)
+	return c.Replica.Put(ctx, key, value)
+}
+
+func (c countingReplica) Delete(ctx context.Context, key string) error {
+	c.calls.Add(1)
+	return c.Replica.Delete(ctx, key)
+}
+
+// rebuildUntilKilled is the rebuilding process: a Rebuild of the replica
+// in the file at log from the primary at path.
+func rebuildUntilKilled(path, log string) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "rebuilding process:", err)
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		fail(err)
+	}
+	s, err := boltstore.Open(path)
+	if err != nil {
+		fail(err)
+	}
+	m := manager.Start(manager.Options{})
+	b, err := m.Register("replica", manager.Config{})
+	if err != nil {
+		fail(err)
+	}
+	r, err := replicate.New(s, &logReplica{f: f}, b, replicate.Options{CatchUpPause: 200 * time.Microsecond})
+	if err != nil {
+		fail(err)
+	}
+	if err := r.Rebuild(context.Background()); err != nil {
+		fail(err)
+	}
+	fail(errors.New("the rebuild finished before the kill"))
 }

@@ -14,8 +14,10 @@ import (
 // TestPrimary checks that the Primary returned by open keeps the promises
 // of replicate.Primary: a write stores the change and a pending mark with a
 // new, growing sequence number together; Confirm clears a mark only for
-// the sequence number it carries; PendingKeys lists pending keys in order
-// from a cursor; values are copied in and out. open is called once per
+// the sequence number it carries; PendingKeys and Keys list keys in order
+// from a cursor; Mark marks a key without touching its value; the
+// rebuild's progress reads back as it was recorded; values are copied in
+// and out. open is called once per
 // subtest and must return an empty Primary; it is the caller's job to close
 // it (with t.Cleanup).
 func TestPrimary(t *testing.T, open func(t *testing.T) replicate.Primary) {
@@ -143,6 +145,81 @@ func TestPrimary(t *testing.T, open func(t *testing.T) replicate.Primary) {
 		keys, err := p.PendingKeys(ctx, "k05", 100)
 		if err != nil || !slices.Equal(keys, want[5:]) {
 			t.Fatalf("PendingKeys(k05) = %v, %v; want %v", keys, err, want[5:])
+		}
+	})
+
+	t.Run("KeysInOrder", func(t *testing.T) {
+		p := open(t)
+		var want []string
+		for i := 9; i >= 0; i-- {
+			k := fmt.Sprintf("k%02d", i)
+			must(t, p.Put(ctx, k, []byte{byte(i)}))
+			want = append(want, k)
+		}
+		must(t, p.Delete(ctx, "k04"))
+		must(t, p.Delete(ctx, "never"))
+		slices.Sort(want)
+		want = slices.DeleteFunc(want, func(k string) bool { return k == "k04" })
+		var got []string
+		after := ""
+		for range 20 {
+			keys, err := p.Keys(ctx, after, 4)
+			if err != nil {
+				t.Fatalf("Keys(%q, 4): %v", after, err)
+			}
+			if len(keys) > 4 {
+				t.Fatalf("Keys(%q, 4) returned %d keys", after, len(keys))
+			}
+			if len(keys) == 0 {
+				break
+			}
+			got = append(got, keys...)
+			after = keys[len(keys)-1]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("keys in pages of 4: %v, want %v (deleted keys left out)", got, want)
+		}
+	})
+
+	t.Run("MarkKeepsTheValue", func(t *testing.T) {
+		p := open(t)
+		must(t, p.Put(ctx, "k", []byte("v")))
+		e := lookup(t, p, "k")
+		if _, err := p.Confirm(ctx, "k", e.Seq); err != nil {
+			t.Fatal(err)
+		}
+		must(t, p.Mark(ctx, "k"))
+		must(t, p.Mark(ctx, "absent"))
+		got := lookup(t, p, "k")
+		if !got.Found || string(got.Value) != "v" || got.Seq <= e.Seq {
+			t.Fatalf("after Mark(k): Lookup = %+v, want v, pending with a sequence number above %d", got, e.Seq)
+		}
+		if got := lookup(t, p, "absent"); got.Found || !got.Pending() {
+			t.Fatalf("after Mark(absent): Lookup = %+v, want absent and pending", got)
+		}
+		if n := p.PendingCount(); n != 2 {
+			t.Fatalf("after two Marks: PendingCount = %d, want 2", n)
+		}
+		if err := p.Mark(ctx, ""); !errors.Is(err, replicate.ErrEmptyKey) {
+			t.Fatalf("Mark with an empty key: %v, want ErrEmptyKey", err)
+		}
+	})
+
+	t.Run("RebuildProgress", func(t *testing.T) {
+		p := open(t)
+		got, err := p.RebuildProgress(ctx)
+		if err != nil || got != (replicate.Progress{}) {
+			t.Fatalf("RebuildProgress of a new primary = %+v, %v; want the zero Progress", got, err)
+		}
+		for _, want := range []replicate.Progress{{Running: true}, {Running: true, After: "k\x00z"}, {}} {
+			must(t, p.SetRebuildProgress(ctx, want))
+			got, err := p.RebuildProgress(ctx)
+			if err != nil || got != want {
+				t.Fatalf("RebuildProgress after SetRebuildProgress(%+v) = %+v, %v", want, got, err)
+			}
+		}
+		if n := p.PendingCount(); n != 0 {
+			t.Fatalf("progress is not a pending key: PendingCount = %d", n)
 		}
 	})
 

@@ -165,6 +165,37 @@ func (r *Replica) SetLatency(max time.Duration) {
 	r.latency = max
 }
 
+// ListKeys returns up to limit keys the replica holds, greater than
+// after, in increasing order: Replica is a replicate.Lister, so that
+// Rebuild deletes what the primary does not hold. It answers whatever the
+// mode (only writes hang or fail), unless ctx is done.
+func (r *Replica) ListKeys(ctx context.Context, after string, limit int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	var keys []string
+	for k := range r.data {
+		if k > after {
+			keys = append(keys, k)
+		}
+	}
+	r.mu.Unlock()
+	slices.Sort(keys)
+	if len(keys) > limit {
+		keys = keys[:max(limit, 0)]
+	}
+	return keys, nil
+}
+
+// Wipe empties the replica, as a replica that lost its data; History
+// keeps what it applied before.
+func (r *Replica) Wipe() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.data)
+}
+
 // Get returns the value the replica holds under key.
 func (r *Replica) Get(key string) ([]byte, bool) {
 	r.mu.Lock()
