@@ -488,7 +488,7 @@ func (r *Replicator) send(ctx context.Context, key string, mode sendMode) (Resul
 	switch {
 	case panicked:
 		// Not the classifier's to judge: a replica that panics fails.
-		permit.ReleaseOutcome(classify.Failure)
+		permit.ReleaseWith(classify.Failure, err)
 		r.logPanic(key, err.(*PanicError))
 		return Result{Cause: err}, sentFailed
 	case err != nil && r.ctx.Err() != nil:
@@ -548,7 +548,7 @@ func (r *Replicator) release(permit manager.Permit, err error) (pe *PanicError) 
 			return
 		}
 		v := recover()
-		permit.ReleaseOutcome(classify.Failure)
+		permit.ReleaseWith(classify.Failure, err)
 		pe = &PanicError{Breaker: r.b.Name(), Func: "Classifier", Value: v, Stack: debug.Stack()}
 	}()
 	permit.Release(err)

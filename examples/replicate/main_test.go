@@ -35,5 +35,8 @@ func TestRun(t *testing.T) {
 	assert.Less(t, strings.Index(text, "closed->open"), strings.Index(text, "put e=2"), "the breaker opens before e")
 	assert.Contains(t, text, "caught up: 0 keys pending")
 	assert.Contains(t, text, "put g=3   replicated")
-	assert.Contains(t, text, "replica: a=1 b=2 c=2 d=2 e=2 f=2 g=3")
+	assert.Equal(t, 2, strings.Count(text, "replica: a=1 b=2 c=2 d=2 e=2 f=2 g=3\n"), "after catch-up and after the rebuild")
+	assert.Contains(t, text, "the replica loses its data, and a restore from an old backup brings back z=9: it holds z=9, 0 keys pending")
+	assert.Contains(t, text, "rebuilt in")
+	assert.Less(t, strings.Index(text, "the replica loses its data"), strings.LastIndex(text, "the replica holds exactly what the primary holds"), "equal again after the rebuild")
 }
