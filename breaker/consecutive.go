@@ -18,20 +18,25 @@ type Consecutive struct {
 	Failures int
 }
 
+// Trips is the strategy's trip rule: it reports whether a run of failures
+// failures in a row trips the breaker. The local counter, the stores (on the
+// shared run they count) and the manager all decide with it.
+func (s Consecutive) Trips(failures int64) bool { return failures >= int64(s.Failures) }
+
 // NewCounter implements Strategy.
 func (s Consecutive) NewCounter() (Counter, error) {
 	if s.Failures < 1 {
 		return nil, Invalid("breaker.Consecutive.Failures", "must be at least 1, got %d", s.Failures)
 	}
-	return &consecutiveCounter{limit: int64(s.Failures)}, nil
+	return &consecutiveCounter{s: s}, nil
 }
 
 // consecutiveCounter is one atomic word. A success only loads it unless it
 // has to clear it, so that a healthy breaker's callers share the cache line
 // without writing to it.
 type consecutiveCounter struct {
-	n     atomic.Int64
-	limit int64
+	n atomic.Int64
+	s Consecutive
 }
 
 func (c *consecutiveCounter) Record(o classify.Outcome, _ time.Time) bool {
@@ -45,7 +50,7 @@ func (c *consecutiveCounter) Record(o classify.Outcome, _ time.Time) bool {
 		// generation check and this add, the breaker still trips on
 		// the next failure instead of never. The trip itself is one
 		// compare-and-swap, so it happens once however many see this.
-		return c.n.Add(1) >= c.limit
+		return c.s.Trips(c.n.Add(1))
 	}
 	return false
 }

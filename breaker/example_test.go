@@ -43,11 +43,20 @@ func ExampleFailureRate() {
 	var now time.Time
 	var trips []bool
 	for _, o := range []classify.Outcome{
-		classify.Failure, classify.Failure, // 2 of 2, but the window is not full
-		classify.Success, classify.Success, // 2 of 4: a success never trips
-		classify.Success, classify.Success, // the two failures leave the window
-		classify.Failure, classify.Failure, // 2 of 4
+		classify.Failure, classify.Success, // 1 of 2, but the window is not full
+		classify.Success, classify.Success, // 1 of 4
+		classify.Failure, // 1 of 4: the first failure left the window
+		classify.Failure, // 2 of 4
 	} {
+		trips = append(trips, c.Record(o, now))
+	}
+	fmt.Println(trips)
+
+	// The threshold is checked after every call: a success that fills
+	// the window can trip the breaker.
+	c, _ = breaker.FailureRate{Rate: 0.5, Window: 4}.NewCounter()
+	trips = nil
+	for _, o := range []classify.Outcome{classify.Failure, classify.Failure, classify.Success, classify.Success} {
 		trips = append(trips, c.Record(o, now))
 	}
 	fmt.Println(trips)
@@ -55,7 +64,8 @@ func ExampleFailureRate() {
 	_, err = breaker.FailureRate{Rate: 1.5, Window: 4}.NewCounter()
 	fmt.Println(err)
 	// Output:
-	// [false false false false false false false true]
+	// [false false false false false true]
+	// [false false false true]
 	// breaker.FailureRate.Rate must be in (0, 1], got 1.5
 }
 

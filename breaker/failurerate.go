@@ -9,7 +9,10 @@ import (
 )
 
 // FailureRate trips a closed breaker when, among the last Window calls, the
-// share of failures reaches Rate. Ignored calls do not enter the window.
+// share of failures reaches Rate. Ignored calls do not enter the window. The
+// threshold is checked after every call, success or failure: with Rate 0.5
+// and MinCalls 5, the calls F F F S S trip the breaker on the last success,
+// the call that brings the window to MinCalls.
 //
 // The window is a ring of one bit per call with a running count of the set
 // bits, so recording a call is O(1) whatever the window's size, and lock-free:
@@ -34,6 +37,20 @@ type FailureRate struct {
 // the bound keeps a mistyped window from taking all the memory there is.
 const MaxWindow = 1 << 20
 
+// Trips is the strategy's trip rule: it reports whether a window holding
+// calls calls, failures of them failures, trips the breaker (see rateTrips).
+func (s FailureRate) Trips(calls, failures int64) bool {
+	return rateTrips(calls, failures, int64(s.minCalls()), s.Rate)
+}
+
+// minCalls returns MinCalls, or Window for zero.
+func (s FailureRate) minCalls() int {
+	if s.MinCalls == 0 {
+		return s.Window
+	}
+	return s.MinCalls
+}
+
 // NewCounter implements Strategy.
 func (s FailureRate) NewCounter() (Counter, error) {
 	if err := checkRate("breaker.FailureRate.Rate", s.Rate); err != nil {
@@ -45,14 +62,9 @@ func (s FailureRate) NewCounter() (Counter, error) {
 	if s.MinCalls < 0 || s.MinCalls > s.Window {
 		return nil, Invalid("breaker.FailureRate.MinCalls", "must be between 0 and Window (%d), got %d", s.Window, s.MinCalls)
 	}
-	minCalls := s.MinCalls
-	if minCalls == 0 {
-		minCalls = s.Window
-	}
 	return &rateCounter{
-		rate:   s.Rate,
+		s:      s,
 		window: uint64(s.Window),
-		min:    uint64(minCalls),
 		bits:   make([]atomic.Uint64, (s.Window+63)/64),
 	}, nil
 }
@@ -64,21 +76,24 @@ func checkRate(field string, r float64) error {
 	return nil
 }
 
-// reached reports whether failures/calls >= rate. It divides rather than
-// comparing failures with rate*calls: the product of a decimal rate and a
-// count can round up past the exact number of failures (0.07*100 is
-// 7.000000000000001), whereas the quotient, rounded once, equals the rate
-// exactly when the two are equal in decimal.
-func reached(failures, calls uint64, rate float64) bool {
-	return calls > 0 && float64(failures)/float64(calls) >= rate
+// rateTrips is the one trip rule of the rate strategies, FailureRate and
+// TimeWindow, locally and in every store: a window of calls calls, failures
+// of them failures, trips once it holds at least minCalls calls and
+// failures/calls >= rate.
+//
+// It divides rather than comparing failures with rate*calls: the product of
+// a decimal rate and a count can round up past the exact number of failures
+// (0.07*100 is 7.000000000000001), whereas the quotient, rounded once, equals
+// the rate exactly when the two are equal in decimal.
+func rateTrips(calls, failures, minCalls int64, rate float64) bool {
+	return calls >= minCalls && calls > 0 && failures > 0 && float64(failures)/float64(calls) >= rate
 }
 
 type rateCounter struct {
 	pos      atomic.Uint64 // calls recorded since the last reset
 	failures atomic.Int64  // set bits in the ring
-	rate     float64
+	s        FailureRate
 	window   uint64
-	min      uint64
 	bits     []atomic.Uint64
 }
 
@@ -95,20 +110,18 @@ func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 	n := c.pos.Add(1)
 	slot := (n - 1) % c.window
 	word, mask := &c.bits[slot/64], uint64(1)<<(slot%64)
+	failures := c.failures.Load()
 	if o == classify.Success {
 		// A success replacing a success writes nothing.
 		if word.Load()&mask != 0 && word.And(^mask)&mask != 0 {
-			c.failures.Add(-1)
+			failures = c.failures.Add(-1)
 		}
-		return false
-	}
-	failures := c.failures.Load()
-	if word.Load()&mask == 0 && word.Or(mask)&mask == 0 {
+	} else if word.Load()&mask == 0 && word.Or(mask)&mask == 0 {
 		failures = c.failures.Add(1)
 	}
-	calls := min(n, c.window)
-	// failures may be below zero for a moment while other calls flip bits.
-	return calls >= c.min && failures > 0 && reached(uint64(failures), calls, c.rate)
+	// failures may be below zero for a moment while other calls flip
+	// bits; the rule then says no.
+	return failures > 0 && c.s.Trips(int64(min(n, c.window)), failures)
 }
 
 func (c *rateCounter) UsesClock() bool { return false }

@@ -192,14 +192,24 @@ func TestFailureRateSequences(t *testing.T) {
 		{"Rate 1 with a window of one", breaker.FailureRate{Rate: 1, Window: 1}, []rec{
 			{0, S, false}, {0, F, true},
 		}},
-		{"a success never trips", breaker.FailureRate{Rate: 0.5, Window: 4, MinCalls: 1}, []rec{
+		{"a success below the rate never trips", breaker.FailureRate{Rate: 0.5, Window: 4, MinCalls: 1}, []rec{
 			{0, S, false}, {0, F, true}, {0, S, false}, {0, S, false},
 		}},
-		{"the ring wraps around and old failures leave the window", breaker.FailureRate{Rate: 0.5, Window: 4}, []rec{
-			{0, F, false}, {0, F, false}, {0, S, false}, {0, S, false}, // F F S S
+		{"the ring wraps around and old failures leave the window", breaker.FailureRate{Rate: 0.6, Window: 4}, []rec{
+			{0, F, false}, {0, F, false}, {0, S, false}, {0, S, false}, // F F S S: 2/4
 			{0, S, false}, {0, S, false}, // S S S S: both failures evicted
 			{0, F, false}, // F S S S: 1/4
-			{0, F, true},  // F F S S: 2/4
+			{0, F, false}, // F F S S: 2/4
+			{0, F, true},  // F F F S: 3/4
+		}},
+		{"a success that fills the window trips", breaker.FailureRate{Rate: 0.5, Window: 5}, []rec{
+			{0, F, false}, {0, F, false}, {0, F, false}, {0, S, false}, {0, S, true}, // 3/5 on the fifth call
+		}},
+		{"a success that reaches MinCalls trips", breaker.FailureRate{Rate: 0.5, Window: 10, MinCalls: 3}, []rec{
+			{0, F, false}, {0, F, false}, {0, S, true}, // 2/3 on the third call
+		}},
+		{"a success below the rate does not trip", breaker.FailureRate{Rate: 0.5, Window: 4}, []rec{
+			{0, F, false}, {0, S, false}, {0, S, false}, {0, S, false}, // 1/4
 		}},
 		{"a failure replacing a failure keeps the count", breaker.FailureRate{Rate: 0.75, Window: 4}, []rec{
 			{0, F, false}, {0, S, false}, {0, S, false}, {0, F, false}, // F S S F: 2/4
@@ -219,7 +229,7 @@ func TestFailureRateSequences(t *testing.T) {
 			{0, F, true},
 		}},
 		{"a new period forgets failures of a full window", breaker.FailureRate{Rate: 0.5, Window: 2}, []rec{
-			{0, F, false}, {0, S, false}, resetRec,
+			{0, F, false}, {0, S, true}, resetRec,
 			{0, S, false}, {0, S, false}, {0, F, true},
 		}},
 	}
@@ -395,8 +405,21 @@ func TestTimeWindowSequences(t *testing.T) {
 		{"ignored calls are not counted", tenSeconds, []rec{
 			{0, F, false}, {0, I, false}, {0, I, false}, {0, F, false}, {0, F, false}, {0, I, false}, {0, F, true},
 		}},
-		{"a success never trips", tenSeconds, []rec{
-			{0, F, false}, {0, F, false}, {0, F, false}, {0, S, false}, {0, F, true},
+		{"a success that reaches MinCalls trips", tenSeconds, []rec{
+			{0, F, false}, {0, F, false}, {0, F, false}, {0, S, true}, // 3/4
+		}},
+		{"F F F S S with MinCalls 5 trips on the last success", breaker.TimeWindow{Rate: 0.5, Period: 10 * time.Second, MinCalls: 5}, []rec{
+			{0, F, false}, {0, F, false}, {time.Second, F, false}, {2 * time.Second, S, false}, {3 * time.Second, S, true},
+		}},
+		{"a success below the rate does not trip", tenSeconds, []rec{
+			{0, F, false}, {0, S, false}, {0, S, false}, {0, S, false}, {0, S, false}, // 1/5
+		}},
+		{"a success with no failure left in the window does not trip", breaker.TimeWindow{Rate: 0.5, Period: 10 * time.Second, MinCalls: 2}, []rec{
+			{0, F, false}, {10 * time.Second, S, false}, {10 * time.Second, S, false},
+		}},
+		{"buckets are aligned on the Unix epoch", breaker.TimeWindow{Rate: 1, Period: 10 * time.Second, MinCalls: 2}, []rec{
+			{999 * time.Millisecond, F, false}, // bucket [t0, t0+1s)
+			{10 * time.Second, F, false},       // that bucket left the window at t0+10s, not t0+10.999s
 		}},
 		{"a bucket 9.999s old is still in the window", tenSeconds, []rec{
 			{0, F, false}, {0, F, false}, {9999 * time.Millisecond, F, false}, {9999 * time.Millisecond, F, true},
@@ -627,4 +650,60 @@ func TestConfigError(t *testing.T) {
 	err := breaker.Invalid("breaker.FailureRate.Rate", "must be in (0, 1], got %v", 1.5)
 	assert.Equal(t, &breaker.ConfigError{Field: "breaker.FailureRate.Rate", Problem: "must be in (0, 1], got 1.5"}, err)
 	assert.Equal(t, "breaker.FailureRate.Rate must be in (0, 1], got 1.5", err.Error())
+}
+
+func TestTripRules(t *testing.T) {
+	// Each strategy's Trips is the one rule its counter, the stores and the
+	// manager decide with.
+	tests := []struct {
+		name            string
+		s               breaker.Strategy
+		calls, failures int64
+		want            bool
+	}{
+		{"Consecutive below", breaker.Consecutive{Failures: 5}, 0, 4, false},
+		{"Consecutive at", breaker.Consecutive{Failures: 5}, 0, 5, true},
+		{"Consecutive above", breaker.Consecutive{Failures: 5}, 0, 6, true},
+		{"FailureRate: MinCalls zero needs a full window", breaker.FailureRate{Rate: 0.5, Window: 4}, 3, 3, false},
+		{"FailureRate: a full window at the rate", breaker.FailureRate{Rate: 0.5, Window: 4}, 4, 2, true},
+		{"FailureRate: MinCalls", breaker.FailureRate{Rate: 0.5, Window: 10, MinCalls: 3}, 3, 2, true},
+		{"FailureRate: below the rate", breaker.FailureRate{Rate: 0.5, Window: 4}, 4, 1, false},
+		{"FailureRate: 7 of 100 at 0.07 (divide, don't multiply)", breaker.FailureRate{Rate: 0.07, Window: 100}, 100, 7, true},
+		{"TimeWindow: 7 of 100 at 0.07", breaker.TimeWindow{Rate: 0.07, Period: time.Second, MinCalls: 100}, 100, 7, true},
+		{"TimeWindow: 6 of 100 at 0.07", breaker.TimeWindow{Rate: 0.07, Period: time.Second, MinCalls: 100}, 100, 6, false},
+		{"TimeWindow: below MinCalls", breaker.TimeWindow{Rate: 0.5, Period: time.Second, MinCalls: 5}, 4, 4, false},
+		{"TimeWindow: F F F S S at MinCalls 5", breaker.TimeWindow{Rate: 0.5, Period: time.Second, MinCalls: 5}, 5, 3, true},
+		{"TimeWindow: no failure", breaker.TimeWindow{Rate: 0.5, Period: time.Second, MinCalls: 1}, 9, 0, false},
+		{"TimeWindow: Rate 1", breaker.TimeWindow{Rate: 1, Period: time.Second, MinCalls: 3}, 3, 3, true},
+	}
+	for _, tt := range tests {
+		var got bool
+		switch s := tt.s.(type) {
+		case breaker.Consecutive:
+			got = s.Trips(tt.failures)
+		case breaker.FailureRate:
+			got = s.Trips(tt.calls, tt.failures)
+		case breaker.TimeWindow:
+			got = s.Trips(tt.calls, tt.failures)
+		}
+		assert.Equal(t, tt.want, got, "%s: %T%+v.Trips(calls %d, failures %d)", tt.name, tt.s, tt.s, tt.calls, tt.failures)
+	}
+}
+
+func TestTimeWindowBuckets(t *testing.T) {
+	s := breaker.TimeWindow{Rate: 1, Period: 10 * time.Second, MinCalls: 1}
+	assert.Equal(t, breaker.DefaultBuckets, s.BucketCount())
+	assert.Equal(t, time.Second, s.BucketWidth())
+	for _, tt := range []struct {
+		at   time.Time
+		want int64
+	}{
+		{time.Unix(0, 0), 0},
+		{time.Unix(0, 999_999_999), 0},
+		{time.Unix(1, 0), 1},
+		{time.Unix(0, -1), -1},
+		{t0, t0.Unix()},
+	} {
+		assert.Equal(t, tt.want, s.Bucket(tt.at), "Bucket(%v)", tt.at)
+	}
 }

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,18 +11,21 @@ import (
 
 // TimeWindow trips a closed breaker when, over the last Period, at least
 // MinCalls calls were made and the share of failures among them reaches
-// Rate. Ignored calls are not counted.
+// Rate. Ignored calls are not counted. The threshold is checked after every
+// call, success or failure: a success can bring the window to MinCalls.
 //
-// The period is split into Buckets buckets of equal length; the window slides
-// one bucket at a time, so it covers between Period-Period/Buckets and Period
-// of history. Each bucket is one atomic word, and a call updates only the
-// bucket of its instant; the rate is summed over the buckets only when a
-// failure is recorded. The first call into a new bucket also empties the
-// buckets the window has moved past, under a lock taken at most once per
-// bucket length, so that no bucket is ever counted again once its period is
-// over, however long the breaker stays idle. A bucket counts at most
-// 16,777,215 calls; past that it stops counting and keeps the rate of the
-// calls it holds.
+// The period is split into Buckets buckets of equal length, aligned on the
+// Unix epoch (bucket i covers [i*w, (i+1)*w) of Unix time, for a bucket length
+// w), as every store aligns them, so that a local and a shared breaker count
+// the same calls together; the window slides one bucket at a time, so it
+// covers between Period-Period/Buckets and Period of history. Each bucket is
+// one atomic word, and a call updates only the bucket of its instant; the
+// rate is summed over the buckets only while a failure is in the window. The
+// first call into a new bucket also empties the buckets the window has moved
+// past, under a lock taken at most once per bucket length, so that no bucket
+// is ever counted again once its period is over, however long the breaker
+// stays idle. A bucket counts at most 16,777,215 calls; past that it stops
+// counting and keeps the rate of the calls it holds.
 //
 // Unlike the count-based strategies, TimeWindow needs the time of every
 // call, so a breaker using it reads its clock when a call is released.
@@ -44,6 +48,45 @@ type TimeWindow struct {
 	MinCalls int
 }
 
+// DefaultBuckets is the bucket count of a TimeWindow whose Buckets is zero.
+const DefaultBuckets = 10
+
+// Trips is the strategy's trip rule: it reports whether a window holding
+// calls calls, failures of them failures, trips the breaker. The local
+// counter, the stores' windows and the manager all decide with it.
+func (s TimeWindow) Trips(calls, failures int64) bool {
+	return rateTrips(calls, failures, int64(s.MinCalls), s.Rate)
+}
+
+// BucketCount returns Buckets, or DefaultBuckets for zero.
+func (s TimeWindow) BucketCount() int {
+	if s.Buckets == 0 {
+		return DefaultBuckets
+	}
+	return s.Buckets
+}
+
+// BucketWidth returns the length of one bucket: Period / BucketCount.
+func (s TimeWindow) BucketWidth() time.Duration {
+	return s.Period / time.Duration(s.BucketCount())
+}
+
+// Bucket returns the index of the bucket holding instant t: buckets are
+// aligned on the Unix epoch, bucket i covering [i*w, (i+1)*w) of Unix time
+// for the bucket width w. Stores number their buckets with it (the Redis
+// scripts with the same formula on the server's clock, in milliseconds).
+func (s TimeWindow) Bucket(t time.Time) int64 {
+	return floorDiv(t.UnixNano(), int64(s.BucketWidth()))
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
 // NewCounter implements Strategy.
 func (s TimeWindow) NewCounter() (Counter, error) {
 	if err := checkRate("breaker.TimeWindow.Rate", s.Rate); err != nil {
@@ -52,27 +95,25 @@ func (s TimeWindow) NewCounter() (Counter, error) {
 	if s.Period <= 0 {
 		return nil, Invalid("breaker.TimeWindow.Period", "must be positive, got %v", s.Period)
 	}
-	buckets := s.Buckets
-	if buckets == 0 {
-		buckets = 10
-	}
+	buckets := s.BucketCount()
 	if buckets < 1 || buckets > 1<<15 {
 		return nil, Invalid("breaker.TimeWindow.Buckets", "must be between 1 and 32768, got %d", s.Buckets)
 	}
-	width := s.Period / time.Duration(buckets)
+	width := s.BucketWidth()
 	if width < time.Millisecond {
 		return nil, Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); each must be at least 1ms", width, s.Period, buckets)
 	}
 	if s.MinCalls < 1 {
 		return nil, Invalid("breaker.TimeWindow.MinCalls", "must be at least 1, got %d", s.MinCalls)
 	}
-	return &timeCounter{
-		rate:    s.Rate,
+	c := &timeCounter{
+		s:       s,
 		width:   int64(width),
 		n:       int64(buckets),
-		min:     uint64(s.MinCalls),
 		buckets: make([]atomic.Uint64, buckets),
-	}, nil
+	}
+	c.failed.Store(math.MinInt64)
+	return c, nil
 }
 
 // A bucket word holds | epoch:16 | calls:24 | failures:24 |, where epoch is
@@ -98,13 +139,13 @@ func pack(epoch, calls, failures uint64) uint64 {
 // (head-n, head]: moving head forward empties the slots it passes, so a
 // word's 16-bit epoch never has to tell apart buckets 2^16 apart.
 type timeCounter struct {
-	rate    float64
+	s       TimeWindow
 	width   int64 // nanoseconds
 	n       int64 // len(buckets)
-	min     uint64
 	base    atomic.Pointer[time.Time]
 	head    atomic.Int64
-	mu      sync.Mutex // held to move head forward
+	failed  atomic.Int64 // the newest bucket a failure was recorded into
+	mu      sync.Mutex   // held to move head forward
 	buckets []atomic.Uint64
 }
 
@@ -123,10 +164,13 @@ func (c *timeCounter) index(now time.Time) int64 {
 	return idx
 }
 
-// start makes now the start of bucket 0, unless another call did first. It
-// is a function of its own so that only the first call allocates.
+// start makes the start of now's bucket, on the Unix-epoch alignment,
+// bucket 0, unless another call did first. Subtracting from now keeps its
+// monotonic reading. It is a function of its own so that only the first
+// call allocates.
 func (c *timeCounter) start(now time.Time) *time.Time {
-	c.base.CompareAndSwap(nil, &now)
+	base := now.Add(-time.Duration(now.UnixNano() - c.s.Bucket(now)*c.width))
+	c.base.CompareAndSwap(nil, &base)
 	return c.base.Load()
 }
 
@@ -193,8 +237,11 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 			break
 		}
 	}
-	if fail == 0 {
-		return false
+	if fail == 1 {
+		for f := c.failed.Load(); f < idx && !c.failed.CompareAndSwap(f, idx); f = c.failed.Load() {
+		}
+	} else if f := c.failed.Load(); f <= idx-c.n {
+		return false // no failure in the window: the rule cannot trip
 	}
 	var calls, failures uint64
 	for i := range c.buckets {
@@ -204,7 +251,7 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 			failures += fs
 		}
 	}
-	return calls >= c.min && reached(failures, calls, c.rate)
+	return c.s.Trips(int64(calls), int64(failures))
 }
 
 func (c *timeCounter) UsesClock() bool { return true }

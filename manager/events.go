@@ -59,9 +59,11 @@ type Event struct {
 	// Transition is the change of state.
 	Transition breaker.Transition
 	// Outcome is the outcome of the call that caused the transition
-	// (Failure for a trip or a failed probe, Success for a probe that
-	// closed the breaker, Ignore for a probe that gave its slot back), or
-	// zero when no call caused it (a timer, a reset).
+	// (for a trip, the call that reached the threshold: a Failure, or a
+	// Success that brought a rate strategy's window to it; Failure for a
+	// failed probe, Success for a probe that closed the breaker, Ignore
+	// for a probe that gave its slot back), or zero when no call caused it
+	// (a timer, a reset).
 	Outcome classify.Outcome
 	// At is when the transition happened, on the manager's clock.
 	At time.Time

@@ -608,7 +608,7 @@ func newHeldStore(s store.Store) *heldStore {
 	}
 }
 
-func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Policy, n int64) (store.Verdict, error) {
+func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
 	if s.cut.Load() {
 		return store.Verdict{}, errCutStore
 	}

@@ -44,8 +44,8 @@ func checkEdge(e manager.Event) error {
 		if from != C || to != O {
 			return bad("a trip goes from closed to open")
 		}
-		if e.Outcome != classify.Failure {
-			return bad("a trip is made by a failure")
+		if e.Outcome != classify.Failure && e.Outcome != classify.Success {
+			return bad("a trip is made by a failure, or by a success that brings a rate window to its threshold")
 		}
 	case breaker.CauseTimer:
 		if (from != O && from != P) || to != H {
@@ -240,9 +240,7 @@ func (s *modelRate) record(o classify.Outcome) bool {
 	if len(s.calls) > s.window {
 		s.calls = s.calls[1:]
 	}
-	if o != classify.Failure {
-		return false
-	}
+	// The threshold is checked after every call, a success included.
 	failures := 0
 	for _, f := range s.calls {
 		if f {

@@ -50,9 +50,11 @@ type sharing struct {
 	policy   store.Policy
 	fallback store.Fallback
 
-	dirty    atomic.Bool   // consecutive: a failure was reported since the last success report
-	reported atomic.Uint64 // window: successes already reported
-	lease    atomic.Int64  // the next probe's lease, decided by Recover when the breaker opened
+	dirty    atomic.Bool  // consecutive: a failure was reported since the last success report
+	pending  *pending     // window: successes not reported yet
+	calls    atomic.Int64 // window: the calls in the window, as the store last counted them
+	failures atomic.Int64 // window: the failures in the window, as the store last counted them
+	lease    atomic.Int64 // the next probe's lease, decided by Recover when the breaker opened
 	probe    atomic.Pointer[heldLease]
 	down     atomic.Bool // the store could not be reached: the fallback is in effect
 	errors   atomic.Uint64
@@ -119,7 +121,11 @@ func newSharing(name string, cfg Config) (*sharing, error) {
 	if cfg.Fallback > store.FailClosed {
 		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
 	}
-	return &sharing{st: cfg.Store, policy: p, fallback: cfg.Fallback}, nil
+	sh := &sharing{st: cfg.Store, policy: p, fallback: cfg.Fallback}
+	if p.Window() {
+		sh.pending = newPending(p)
+	}
+	return sh, nil
 }
 
 // attach joins b to the hub of its store, starting the hub if it is the
@@ -257,14 +263,31 @@ func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
 // last report.
 func (b *Breaker) flushSuccesses(ctx context.Context) {
 	sh := b.sharing
-	total := b.stats.Load(statSuccess)
-	n := int64(total - sh.reported.Load())
-	if n <= 0 {
+	succ := sh.pending.take(sh.policy.Bucket(b.mgr.clk.Now()))
+	if succ == nil {
 		return
 	}
-	if err := sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, n); err == nil {
-		sh.reported.Add(uint64(n))
+	if v, err := sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, succ); err == nil {
+		sh.counted(v)
 	}
+}
+
+// counted keeps the window's counts of a store's verdict.
+func (sh *sharing) counted(v store.Verdict) {
+	sh.calls.Store(v.Calls)
+	sh.failures.Store(v.Failures)
+}
+
+// mayTrip reports whether, by the store's last counts and the successes
+// pending here, a success in bucket idx might bring the shared window to
+// its threshold. A window with no failure in it cannot trip, so healthy
+// calls never ask.
+func (sh *sharing) mayTrip(idx int64) bool {
+	f := sh.failures.Load()
+	if f == 0 {
+		return false
+	}
+	return sh.policy.Trips(store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
 }
 
 func newToken() string {
@@ -283,10 +306,6 @@ func (m *Manager) storeCtx(parent context.Context) (context.Context, context.Can
 
 // --- the caller's side ---
 
-// local reports whether the shared breaker runs on its own state machine
-// now: the store is down and the fallback is FallbackLocal.
-func (sh *sharing) local() bool { return sh.down.Load() && sh.fallback == store.FallbackLocal }
-
 // releaseShared is Release in the closed state for a shared breaker.
 func (b *Breaker) releaseShared(c breaker.Counter, t machine.Ticket, o classify.Outcome, err error) {
 	sh := b.sharing
@@ -299,45 +318,75 @@ func (b *Breaker) releaseShared(c breaker.Counter, t machine.Ticket, o classify.
 }
 
 // recordShared is Release in the closed state for a shared breaker whose
-// store is reachable.
+// store is reachable. The breaker's own counter counts every outcome too:
+// it is what a success checks first (with the store's last counts) before
+// asking the store whether it reached the threshold, and what the fallback
+// trips on when the store call fails.
 func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.Outcome, cause error) {
 	sh := b.sharing
-	switch o {
-	case classify.Failure:
-		var successes int64
-		if sh.policy.Window() {
-			successes = int64(b.stats.Load(statSuccess) - sh.reported.Load())
-			successes = max(successes, 0)
+	var now time.Time
+	if b.timed {
+		now = b.mgr.clk.Now()
+	}
+	localTrip := c.Record(o, now)
+	var (
+		v   store.Verdict
+		err error
+	)
+	switch {
+	case o == classify.Failure:
+		var succ []int64
+		if sh.pending != nil {
+			succ = sh.pending.take(sh.policy.Bucket(now))
 		}
-		ctx, cancel := b.mgr.storeCtx(nil)
-		v, err := sh.hub.st.RecordFailure(ctx, b.Name(), sh.policy, successes)
+		ctx, cancel := b.mgr.storeCtx(context.Background())
+		v, err = sh.hub.st.RecordFailure(ctx, b.Name(), sh.policy, succ)
 		cancel()
-		if err != nil {
-			b.storeFailed(err)
-			if sh.fallback == store.FallbackLocal {
-				b.recordLocal(c, t, o, cause)
-			}
+		if err == nil {
+			sh.dirty.Store(true)
+		}
+	case o != classify.Success:
+		return
+	case sh.pending != nil:
+		// The threshold is checked after every outcome: a success that
+		// may bring the window to it, by this process's count or by the
+		// store's last counts, is reported at once.
+		idx := sh.policy.Bucket(now)
+		sh.pending.add(idx)
+		if !localTrip && !sh.mayTrip(idx) {
 			return
 		}
-		sh.reported.Add(uint64(successes))
-		sh.dirty.Store(true)
-		switch {
-		case v.Open > 0:
-			b.mirror(breaker.Open, v.Open)
-		case sh.policy.Trips(v):
-			b.trip(t.Gen, o, cause)
-		}
-	case classify.Success:
-		if sh.policy.Window() || !sh.dirty.Load() || !sh.dirty.CompareAndSwap(true, false) {
+		ctx, cancel := b.mgr.storeCtx(context.Background())
+		v, err = sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, sh.pending.take(idx))
+		cancel()
+	default:
+		if !sh.dirty.Load() || !sh.dirty.CompareAndSwap(true, false) {
 			return
 		}
-		ctx, cancel := b.mgr.storeCtx(nil)
-		err := sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, 1)
+		ctx, cancel := b.mgr.storeCtx(context.Background())
+		_, err = sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, nil)
 		cancel()
 		if err != nil {
 			sh.dirty.Store(true)
 			b.storeFailed(err)
 		}
+		return
+	}
+	if err != nil {
+		b.storeFailed(err)
+		if sh.fallback == store.FallbackLocal && localTrip {
+			b.trip(t.Gen, o, cause)
+		}
+		return
+	}
+	if sh.pending != nil {
+		sh.counted(v)
+	}
+	switch {
+	case v.Open > 0:
+		b.mirror(breaker.Open, v.Open)
+	case sh.policy.Trips(v):
+		b.trip(t.Gen, o, cause)
 	}
 }
 
@@ -419,7 +468,7 @@ func (b *Breaker) resolveFirst(t machine.Ticket, o classify.Outcome) string {
 	if token == "" || o == classify.Failure || sh.down.Load() {
 		return token
 	}
-	ctx, cancel := b.mgr.storeCtx(nil)
+	ctx, cancel := b.mgr.storeCtx(context.Background())
 	_, err := sh.hub.st.Resolve(ctx, b.Name(), token, o, 0)
 	cancel()
 	if err != nil {

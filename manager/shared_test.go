@@ -32,7 +32,7 @@ type watched struct {
 
 var errCut = errors.New("store cut off by the test")
 
-func (w *watched) RecordFailure(ctx context.Context, name string, p store.Policy, n int64) (store.Verdict, error) {
+func (w *watched) RecordFailure(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
 		return store.Verdict{}, errCut
@@ -46,10 +46,10 @@ func (w *watched) RecordFailure(ctx context.Context, name string, p store.Policy
 	return v, err
 }
 
-func (w *watched) RecordSuccess(ctx context.Context, name string, p store.Policy, n int64) error {
+func (w *watched) RecordSuccess(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
-		return errCut
+		return store.Verdict{}, errCut
 	}
 	return w.Store.RecordSuccess(ctx, name, p, n)
 }

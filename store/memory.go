@@ -65,22 +65,30 @@ func remaining(until, now time.Time) time.Duration {
 	return 0
 }
 
-// window adds calls and failures to the current bucket of p and returns the
-// window's totals.
-func (b *memBreaker) window(p Policy, now time.Time, calls, failures int64) (int64, int64) {
-	width := int64(p.BucketWidth())
-	idx := now.UnixNano() / width
+// window adds failures to the current bucket of p, and successes by age
+// to theirs, and returns the window's totals.
+func (b *memBreaker) window(p Policy, now time.Time, failures int64, successes []int64) (int64, int64) {
+	idx := p.Bucket(now)
 	if b.buckets == nil {
 		b.buckets = make(map[int64]*[2]int64)
 	}
-	if calls > 0 {
-		c := b.buckets[idx]
+	add := func(i, calls, failures int64) {
+		if calls <= 0 {
+			return
+		}
+		c := b.buckets[i]
 		if c == nil {
 			c = new([2]int64)
-			b.buckets[idx] = c
+			b.buckets[i] = c
 		}
 		c[0] += calls
 		c[1] += failures
+	}
+	add(idx, failures, failures)
+	for age, n := range successes {
+		if age < p.Buckets {
+			add(idx-int64(age), n, 0)
+		}
 	}
 	var sumC, sumF int64
 	for i, c := range b.buckets {
@@ -95,7 +103,7 @@ func (b *memBreaker) window(p Policy, now time.Time, calls, failures int64) (int
 }
 
 // RecordFailure implements Store.
-func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, successes int64) (Verdict, error) {
+func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, err
 	}
@@ -105,7 +113,7 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 	b := m.entry(name)
 	var v Verdict
 	if p.Window() {
-		v.Calls, v.Failures = b.window(p, now, successes+1, 1)
+		v.Calls, v.Failures = b.window(p, now, 1, successes)
 	} else {
 		if !now.Before(b.failuresTo) {
 			b.failures = 0
@@ -119,20 +127,22 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 }
 
 // RecordSuccess implements Store.
-func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes int64) error {
+func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return Verdict{}, err
 	}
 	now := m.clk.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.entry(name)
+	var v Verdict
 	if p.Window() {
-		b.window(p, now, successes, 0)
+		v.Calls, v.Failures = b.window(p, now, 0, successes)
 	} else {
 		b.failures = 0
 	}
-	return nil
+	v.Open = remaining(b.openTo, now)
+	return v, nil
 }
 
 // Open implements Store.

@@ -20,5 +20,6 @@ func TestMemoryConformance(t *testing.T) {
 			return store.NewMemory(mock)
 		},
 		Advance: func(t *testing.T, d time.Duration) { mock.Add(d) },
+		Clock:   func() clock.Clock { return mock },
 	})
 }

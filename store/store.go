@@ -40,14 +40,17 @@ import (
 // safe for concurrent use; every method must honour ctx.
 type Store interface {
 	// RecordFailure records one failure of the breaker name under policy p,
-	// together with successes successes seen since this process last
-	// reported (window policies count them; a consecutive policy ignores
-	// them), and returns the verdict.
-	RecordFailure(ctx context.Context, name string, p Policy, successes int64) (Verdict, error)
+	// in the current bucket, together with the successes this process saw
+	// since it last reported, and returns the verdict. successes[a] is the
+	// count of the bucket a buckets before the current one, on the store's
+	// clock; window policies count them, a consecutive policy ignores them.
+	RecordFailure(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error)
 	// RecordSuccess reports successes: under a consecutive policy it ends
-	// the shared run of failures; under a window policy it adds the
-	// successes to the current bucket.
-	RecordSuccess(ctx context.Context, name string, p Policy, successes int64) error
+	// the shared run of failures; under a window policy it adds successes,
+	// by age as for RecordFailure, to their buckets and returns the
+	// window's counts, so that the success that brings the window to its
+	// threshold trips the breaker.
+	RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error)
 	// Open opens the breaker for period unless it is open already. It
 	// returns the remaining open period of the opening that stands, and
 	// whether it is this one.
@@ -91,16 +94,28 @@ type Policy struct {
 // Window reports whether p is a rate-over-time policy.
 func (p Policy) Window() bool { return p.Rate > 0 }
 
-// Trips reports whether a verdict's counts trip a breaker under p.
+// Trips reports whether a verdict's counts trip a breaker under p. It is
+// the strategy's own rule (breaker.Consecutive.Trips or
+// breaker.TimeWindow.Trips), applied to the counts the store keeps: stores
+// count, and only this rule decides, so a local and a shared breaker fed
+// the same outcomes trip at the same call.
 func (p Policy) Trips(v Verdict) bool {
 	if p.Window() {
-		return v.Calls >= int64(p.MinCalls) && v.Calls > 0 && float64(v.Failures) >= p.Rate*float64(v.Calls)
+		return p.timeWindow().Trips(v.Calls, v.Failures)
 	}
-	return v.Failures >= int64(p.Failures)
+	return breaker.Consecutive{Failures: p.Failures}.Trips(v.Failures)
+}
+
+func (p Policy) timeWindow() breaker.TimeWindow {
+	return breaker.TimeWindow{Rate: p.Rate, Period: p.Period, Buckets: p.Buckets, MinCalls: p.MinCalls}
 }
 
 // BucketWidth returns the length of one bucket of a window policy.
-func (p Policy) BucketWidth() time.Duration { return p.Period / time.Duration(p.Buckets) }
+func (p Policy) BucketWidth() time.Duration { return p.timeWindow().BucketWidth() }
+
+// Bucket returns the index of the bucket of a window policy that holds
+// instant t, on the alignment breaker.TimeWindow.Bucket defines.
+func (p Policy) Bucket(t time.Time) int64 { return p.timeWindow().Bucket(t) }
 
 // Shareable is implemented by strategies, other than the built-in ones, that
 // can be evaluated by a store.
@@ -124,11 +139,10 @@ func PolicyOf(s breaker.Strategy) (Policy, error) {
 	case breaker.Consecutive:
 		return Policy{Failures: s.Failures}, nil
 	case breaker.TimeWindow:
-		b := s.Buckets
-		if b == 0 {
-			b = 10
+		if w := s.BucketWidth(); w%time.Millisecond != 0 {
+			return Policy{}, breaker.Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); a shared breaker needs buckets of whole milliseconds, the unit the stores count time in", w, s.Period, s.BucketCount())
 		}
-		return Policy{Rate: s.Rate, Period: s.Period, Buckets: b, MinCalls: s.MinCalls}, nil
+		return Policy{Rate: s.Rate, Period: s.Period, Buckets: s.BucketCount(), MinCalls: s.MinCalls}, nil
 	case Shareable:
 		return s.SharedPolicy()
 	case breaker.FailureRate:

@@ -125,21 +125,12 @@ func wrap(op, name string, err error) error {
 }
 
 // RecordFailure implements store.Store.
-func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, successes int64) (store.Verdict, error) {
+func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, successes []int64) (store.Verdict, error) {
 	if s.err != nil {
 		return store.Verdict{}, s.err
 	}
 	if p.Window() {
-		r, err := windowScript.Run(ctx, s.client, []string{s.Key(name, "window"), s.Key(name, "open")},
-			ms(p.BucketWidth()), p.Buckets, successes+1, 1).Result()
-		if err != nil {
-			return store.Verdict{}, wrap("record failure of", name, err)
-		}
-		v, err := ints(r, 3)
-		if err != nil {
-			return store.Verdict{}, err
-		}
-		return store.Verdict{Calls: v[0], Failures: v[1], Open: fromMS(v[2])}, nil
+		return s.window(ctx, name, p, 1, successes)
 	}
 	r, err := failureScript.Run(ctx, s.client, []string{s.Key(name, "failures"), s.Key(name, "open")}, ms(s.ttl)).Result()
 	if err != nil {
@@ -153,25 +144,36 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 }
 
 // RecordSuccess implements store.Store.
-func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, successes int64) error {
+func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, successes []int64) (store.Verdict, error) {
 	if s.err != nil {
-		return s.err
+		return store.Verdict{}, s.err
 	}
 	if p.Window() {
-		if successes <= 0 {
-			return nil
-		}
-		err := windowScript.Run(ctx, s.client, []string{s.Key(name, "window"), s.Key(name, "open")},
-			ms(p.BucketWidth()), p.Buckets, successes, 0).Err()
-		if err != nil {
-			return wrap("record successes of", name, err)
-		}
-		return nil
+		return s.window(ctx, name, p, 0, successes)
 	}
 	if err := s.client.Del(ctx, s.Key(name, "failures")).Err(); err != nil {
-		return wrap("record success of", name, err)
+		return store.Verdict{}, wrap("record success of", name, err)
 	}
-	return nil
+	return store.Verdict{}, nil
+}
+
+// window adds failures, and successes by age, to the window of a window
+// policy and returns its counts.
+func (s *Store) window(ctx context.Context, name string, p store.Policy, failures int64, successes []int64) (store.Verdict, error) {
+	args := make([]any, 0, 3+len(successes))
+	args = append(args, p.BucketWidth().Milliseconds(), p.Buckets, failures)
+	for _, n := range successes {
+		args = append(args, n)
+	}
+	r, err := windowScript.Run(ctx, s.client, []string{s.Key(name, "window"), s.Key(name, "open")}, args...).Result()
+	if err != nil {
+		return store.Verdict{}, wrap("record the calls of", name, err)
+	}
+	v, err := ints(r, 3)
+	if err != nil {
+		return store.Verdict{}, err
+	}
+	return store.Verdict{Calls: v[0], Failures: v[1], Open: fromMS(v[2])}, nil
 }
 
 // Open implements store.Store.

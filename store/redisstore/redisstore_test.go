@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestRedisConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) store.Store {
 			prefix++ // a fresh key space per scenario
-			return redisstore.New(newClient(t, srv), redisstore.Options{Prefix: "t" + string(rune('a'+prefix))})
+			return redisstore.New(newClient(t, srv), redisstore.Options{Prefix: "t" + strconv.Itoa(prefix)})
 		},
 		Advance: func(t *testing.T, d time.Duration) {},
 		Real:    true,
@@ -47,7 +48,7 @@ func TestRedisClusterConformance(t *testing.T) {
 			prefix++
 			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 			t.Cleanup(func() { c.Close() })
-			return redisstore.New(c, redisstore.Options{Prefix: "c" + string(rune('a'+prefix))})
+			return redisstore.New(c, redisstore.Options{Prefix: "c" + strconv.Itoa(prefix)})
 		},
 		Advance: func(t *testing.T, d time.Duration) {},
 		Real:    true,
@@ -63,7 +64,7 @@ func TestRedisFailoverConformance(t *testing.T) {
 			prefix++
 			c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: []string{sentinel}})
 			t.Cleanup(func() { c.Close() })
-			return redisstore.New(c, redisstore.Options{Prefix: "f" + string(rune('a'+prefix))})
+			return redisstore.New(c, redisstore.Options{Prefix: "f" + strconv.Itoa(prefix)})
 		},
 		Advance: func(t *testing.T, d time.Duration) {},
 		Real:    true,

@@ -17,12 +17,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return {n, redis.call('PTTL', KEYS[2])}
 `)
 
-// windowScript adds calls and failures to the current bucket of a window
-// policy, bucketed by the server's clock, drops old buckets, and sums the
-// window.
+// windowScript adds failures to the current bucket of a window policy, and
+// successes to the buckets they were counted in (by age, in buckets before
+// the current one), bucketed by the server's clock, drops old buckets, and
+// sums the window. Bucket i covers [i*width, (i+1)*width) milliseconds of
+// Unix time, breaker.TimeWindow.Bucket's alignment (store.PolicyOf admits
+// only whole milliseconds of width). The script only counts: whether the
+// counts trip the breaker is decided in Go by the strategy's own rule
+// (store.Policy.Trips), the one the local counter and the memory store use.
 //
-// KEYS: window, open. ARGV: width_ms, buckets, calls, failures.
-// Returns {calls, failures, open_pttl}.
+// KEYS: window, open. ARGV: width_ms, buckets, failures, then the successes
+// of age 0, 1, ... Returns {calls, failures, open_pttl}.
 var windowScript = redis.NewScript(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
@@ -30,14 +35,22 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local width = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local idx = math.floor(now / width)
-local calls = tonumber(ARGV[3])
-local fails = tonumber(ARGV[4])
-if calls > 0 then
-  redis.call('HINCRBY', KEYS[1], string.format('c%d', idx), calls)
-  redis.call('PEXPIRE', KEYS[1], width * n * 2)
-end
+local fails = tonumber(ARGV[3])
+local touched = false
 if fails > 0 then
+  redis.call('HINCRBY', KEYS[1], string.format('c%d', idx), fails)
   redis.call('HINCRBY', KEYS[1], string.format('f%d', idx), fails)
+  touched = true
+end
+for a = 0, math.min(#ARGV - 4, n - 1) do
+  local s = tonumber(ARGV[4 + a])
+  if s > 0 then
+    redis.call('HINCRBY', KEYS[1], string.format('c%d', idx - a), s)
+    touched = true
+  end
+end
+if touched then
+  redis.call('PEXPIRE', KEYS[1], width * n * 2)
 end
 local c, f = 0, 0
 for i = idx - n + 1, idx do

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/store"
 )
@@ -28,6 +29,9 @@ type Harness struct {
 	// the durations involved plus Slack.
 	Real  bool
 	Slack time.Duration
+	// Clock returns the clock of the store New returned last, which the
+	// managers of a scenario then run on. Nil means the real clock.
+	Clock func() clock.Clock
 }
 
 // Run runs every scenario as a subtest.
@@ -42,6 +46,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("VerdictOnlyFromTheHolder", func(t *testing.T) { verdicts(t, h) })
 	t.Run("WindowPolicy", func(t *testing.T) { window(t, h) })
 	t.Run("WatchDeliversChangesInOrder", func(t *testing.T) { watch(t, h) })
+	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
 }
 
 var consecutive = store.Policy{Failures: 1000}
@@ -92,7 +97,7 @@ func consecutiveNoLoss(t *testing.T, h Harness) {
 			defer wg.Done()
 			<-start
 			for range each {
-				v, err := s.RecordFailure(ctx(t), "svc", consecutive, 0)
+				v, err := s.RecordFailure(ctx(t), "svc", consecutive, nil)
 				if err != nil {
 					t.Errorf("RecordFailure: %v", err)
 					return
@@ -126,19 +131,19 @@ func successEndsRun(t *testing.T, h Harness) {
 	s := h.New(t)
 	p := store.Policy{Failures: 3}
 	for i := 1; i <= 2; i++ {
-		v, err := s.RecordFailure(ctx(t), "svc", p, 0)
+		v, err := s.RecordFailure(ctx(t), "svc", p, nil)
 		if err != nil || v.Failures != int64(i) {
 			t.Fatalf("failure %d: got %+v, %v; want count %d", i, v, err, i)
 		}
 	}
-	if err := s.RecordSuccess(ctx(t), "svc", p, 1); err != nil {
+	if _, err := s.RecordSuccess(ctx(t), "svc", p, []int64{1}); err != nil {
 		t.Fatalf("RecordSuccess: %v", err)
 	}
-	v, err := s.RecordFailure(ctx(t), "svc", p, 0)
+	v, err := s.RecordFailure(ctx(t), "svc", p, nil)
 	if err != nil || v.Failures != 1 {
 		t.Fatalf("failure after a success: got %+v, %v; want count 1", v, err)
 	}
-	if other, err := s.RecordFailure(ctx(t), "other", p, 0); err != nil || other.Failures != 1 {
+	if other, err := s.RecordFailure(ctx(t), "other", p, nil); err != nil || other.Failures != 1 {
 		t.Fatalf("another breaker's count: got %+v, %v; want 1", other, err)
 	}
 }
@@ -157,7 +162,7 @@ func firstOpener(t *testing.T, h Harness) {
 	if st := status(t, s, "svc"); st.Open <= 0 || st.Open > period {
 		t.Fatalf("Status while open: %+v", st)
 	}
-	v, err := s.RecordFailure(ctx(t), "svc", store.Policy{Failures: 5}, 0)
+	v, err := s.RecordFailure(ctx(t), "svc", store.Policy{Failures: 5}, nil)
 	if err != nil || v.Open <= 0 {
 		t.Fatalf("a failure while open must report the open period: %+v, %v", v, err)
 	}
@@ -222,7 +227,7 @@ func verdicts(t *testing.T, h Harness) {
 	const lease = 5 * time.Second
 	p := store.Policy{Failures: 3}
 	for range 2 {
-		if _, err := s.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+		if _, err := s.RecordFailure(ctx(t), "svc", p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -255,7 +260,7 @@ func verdicts(t *testing.T, h Harness) {
 	}
 	// A successful probe closes and clears the run of failures.
 	for range 2 {
-		if _, err := s2.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+		if _, err := s2.RecordFailure(ctx(t), "svc", p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,7 +270,7 @@ func verdicts(t *testing.T, h Harness) {
 	if st := status(t, s2, "svc"); st != (store.Status{}) {
 		t.Fatalf("after a successful probe: %+v; want nothing open or leased", st)
 	}
-	if v, err := s2.RecordFailure(ctx(t), "svc", p, 0); err != nil || v.Failures != 1 {
+	if v, err := s2.RecordFailure(ctx(t), "svc", p, nil); err != nil || v.Failures != 1 {
 		t.Fatalf("first failure after closing: %+v, %v; want count 1", v, err)
 	}
 }
@@ -273,13 +278,13 @@ func verdicts(t *testing.T, h Harness) {
 func window(t *testing.T, h Harness) {
 	s := h.New(t)
 	p := store.Policy{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 10}
-	if err := s.RecordSuccess(ctx(t), "svc", p, 6); err != nil {
-		t.Fatal(err)
+	if v, err := s.RecordSuccess(ctx(t), "svc", p, []int64{6}); err != nil || v.Calls != 6 || v.Failures != 0 {
+		t.Fatalf("RecordSuccess of 6: %+v, %v; want 6 calls, no failure", v, err)
 	}
 	var v store.Verdict
 	var err error
 	for i := 1; i <= 5; i++ {
-		if v, err = s.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+		if v, err = s.RecordFailure(ctx(t), "svc", p, nil); err != nil {
 			t.Fatal(err)
 		}
 		if v.Calls != int64(6+i) || v.Failures != int64(i) {
@@ -290,13 +295,13 @@ func window(t *testing.T, h Harness) {
 			t.Fatalf("after %d failures: Trips(%+v) = %v", i, v, p.Trips(v))
 		}
 	}
-	if v, err = s.RecordFailure(ctx(t), "svc", p, 1); err != nil {
+	if v, err = s.RecordFailure(ctx(t), "svc", p, []int64{1}); err != nil {
 		t.Fatal(err)
 	}
 	if v.Calls != 13 || v.Failures != 6 || p.Trips(v) {
 		t.Fatalf("6 failures of 13 calls: %+v (trips %v); want not tripped", v, p.Trips(v))
 	}
-	if v, err = s.RecordFailure(ctx(t), "svc", p, 0); err != nil {
+	if v, err = s.RecordFailure(ctx(t), "svc", p, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !p.Trips(v) {
