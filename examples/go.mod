@@ -5,11 +5,15 @@ go 1.26.0
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/fusebox-go/fusebox v0.0.0-00010101000000-000000000000
+	github.com/fusebox-go/fusebox/grpcbreaker v0.0.0-00010101000000-000000000000
 	github.com/fusebox-go/fusebox/replicate/boltstore v0.0.0-00010101000000-000000000000
 	github.com/fusebox-go/fusebox/store/redisstore v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -17,7 +21,9 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
 
 replace github.com/fusebox-go/fusebox => ..
@@ -25,3 +31,5 @@ replace github.com/fusebox-go/fusebox => ..
 replace github.com/fusebox-go/fusebox/store/redisstore => ../store/redisstore
 
 replace github.com/fusebox-go/fusebox/replicate/boltstore => ../replicate/boltstore
+
+replace github.com/fusebox-go/fusebox/grpcbreaker => ../grpcbreaker
