@@ -18,6 +18,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	m, mock := startMock(t)
 	ctx := context.Background()
 	closed := register(t, m, "closed", manager.Config{})
+	slow := register(t, m, "slow", manager.Config{SlowCall: time.Second})
 	rate := register(t, m, "rate", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: 100}})
 	window := register(t, m, "window", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: 10 * time.Second, MinCalls: 1000}})
 	probing := register(t, m, "probing", manager.Config{Strategy: breaker.Consecutive{Failures: 1}})
@@ -42,6 +43,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	}{
 		{"Acquire+Release closed", acquireRelease(closed, nil)},
 		{"Acquire+Release failure closed", acquireRelease(closed, context.Canceled)},
+		{"Acquire+Release SlowCall", acquireRelease(slow, nil)},
 		{"Acquire+Release FailureRate", acquireRelease(rate, nil)},
 		{"Acquire+Release TimeWindow", acquireRelease(window, nil)},
 		{"Acquire declined open", func() { _, _ = open.Acquire(ctx) }},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
@@ -32,6 +33,30 @@ func BenchmarkAcquireRelease(b *testing.B) {
 
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	_, br := benchBreaker(b, manager.Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, _ := br.Acquire(ctx)
+			p.Release(nil)
+		}
+	})
+}
+
+// BenchmarkAcquireReleaseSlowCall is BenchmarkAcquireRelease with calls
+// timed (Config.SlowCall): the price of two clock reads per call.
+func BenchmarkAcquireReleaseSlowCall(b *testing.B) {
+	_, br := benchBreaker(b, manager.Config{SlowCall: time.Second})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, _ := br.Acquire(ctx)
+		p.Release(nil)
+	}
+}
+
+func BenchmarkAcquireReleaseSlowCallParallel(b *testing.B) {
+	_, br := benchBreaker(b, manager.Config{SlowCall: time.Second})
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -21,6 +21,7 @@ type Breaker struct {
 	classify    classify.Classifier
 	nilSucceeds bool          // classify is classify.Default, which makes nil a Success
 	timed       bool          // the strategy's counter needs the time of each call
+	slowCall    time.Duration // Config.SlowCall: a call this long is a failure; zero: calls are not timed
 	last        breaker.State // owned by the manager: the state its handled steps left the breaker in
 	mgr         *Manager
 	sharing     *sharing // nil unless the breaker is shared through a store
@@ -41,6 +42,7 @@ const (
 	statIgnore
 	statDeclined
 	statStale
+	statSlow
 )
 
 func outcomeStat(o classify.Outcome) int {
@@ -73,6 +75,9 @@ func (b *Breaker) Snapshot() *breaker.Snapshot { return &b.mach.Snapshot().Snaps
 type Permit struct {
 	b *Breaker
 	t machine.Ticket
+	// start is 1 + Manager.elapsed at Acquire for a breaker that times its
+	// calls (Config.SlowCall), and zero for one that does not.
+	start time.Duration
 }
 
 // Probe reports whether the permit is the breaker's probe: the one call let
@@ -96,7 +101,11 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	}
 	s := b.mach.Snapshot()
 	if s.Admits() {
-		return Permit{b: b, t: machine.Ticket{Gen: s.Gen}}, nil
+		p := Permit{b: b, t: machine.Ticket{Gen: s.Gen}}
+		if b.slowCall > 0 {
+			p.start = b.started()
+		}
+		return p, nil
 	}
 	if s.Declines() {
 		b.stats.Add(statDeclined)
@@ -123,17 +132,36 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 		return Permit{}, ErrStopped
 	}
 	if step.Gen == 0 {
-		return Permit{b: b, t: t}, nil
+		return b.permit(t), nil
 	}
 	if sh := b.sharing; sh != nil {
 		if !sh.down.Load() {
 			return b.acquireShared(ctx, t, step)
 		}
 		b.mgr.notifyHeld(b, step, max(time.Duration(sh.lease.Load()), time.Millisecond))
-		return Permit{b: b, t: t}, nil
+		return b.permit(t), nil
 	}
 	b.mgr.notify(b, step)
-	return Permit{b: b, t: t}, nil
+	return b.permit(t), nil
+}
+
+// permit returns the permit of ticket t, started now if the breaker times
+// its calls.
+func (b *Breaker) permit(t machine.Ticket) Permit {
+	p := Permit{b: b, t: t}
+	if b.slowCall > 0 {
+		p.start = b.started()
+	}
+	return p
+}
+
+// started is a timed permit's start: never zero, which means untimed.
+func (b *Breaker) started() time.Duration { return max(b.mgr.elapsed(), 0) + 1 }
+
+// slow reports whether the call of p took at least the breaker's SlowCall.
+func (p Permit) slow() bool {
+	b := p.b
+	return b.slowCall > 0 && b.mgr.elapsed()-(p.start-1) >= b.slowCall
 }
 
 // Release reports the result of the call, classified by the breaker's
@@ -178,6 +206,10 @@ func (p Permit) release(o classify.Outcome, err error) {
 		return
 	}
 	if !o.Valid() {
+		o = classify.Failure
+	}
+	if p.start != 0 && p.slow() {
+		b.stats.Add(statSlow)
 		o = classify.Failure
 	}
 	b.stats.Add(outcomeStat(o))

@@ -1,6 +1,10 @@
 package manager
 
 import (
+	"fmt"
+	"strings"
+	"time"
+
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/recover"
@@ -30,6 +34,15 @@ type Config struct {
 	// the zero value, store.FallbackLocal, runs it on its own local state
 	// machine until the store answers again. Ignored without a Store.
 	Fallback store.Fallback
+	// SlowCall, when positive, makes a call that takes at least this long,
+	// from Acquire to its release on the manager's clock (Options.Clock),
+	// count as a failure whatever its error or outcome: a service that
+	// hangs trips the breaker after a few slow calls, before its callers'
+	// own timeouts stack up. Such calls are counted in Stats.SlowCalls as
+	// well as in Stats.Failures, and a slow probe re-opens the breaker.
+	// Zero turns it off, and the clock is then not read for the call;
+	// negative fails Register.
+	SlowCall time.Duration
 }
 
 // The defaults of a zero Config.
@@ -37,3 +50,24 @@ var (
 	defaultStrategy breaker.Strategy = breaker.Consecutive{Failures: 5}
 	defaultRecover  recover.Recover  = recover.BasicTimeout{Open: recover.DefaultOpen}
 )
+
+// registerFailed is Register's error for a breaker that could not be
+// registered at all (its name is taken, the manager has stopped): err,
+// usually a sentinel of this package, follows the breaker's name without
+// repeating the "fusebox: " its message starts with, and errors.Is still
+// finds it.
+func registerFailed(name string, err error) error {
+	return &prefixedError{prefix: fmt.Sprintf("fusebox: register breaker %q: ", name), err: err}
+}
+
+// prefixedError is err after a prefix that already names the domain.
+type prefixedError struct {
+	prefix string
+	err    error
+}
+
+func (e *prefixedError) Error() string {
+	return e.prefix + strings.TrimPrefix(e.err.Error(), "fusebox: ")
+}
+
+func (e *prefixedError) Unwrap() error { return e.err }

@@ -161,7 +161,7 @@ func (m *Manager) register(req registerReq) {
 	b := req.b
 	name := b.Name()
 	if _, taken := m.byName[name]; taken {
-		req.reply <- fmt.Errorf("fusebox: register breaker %q: %w", name, ErrDuplicate)
+		req.reply <- registerFailed(name, ErrDuplicate)
 		return
 	}
 	st, err := m.initRecover(b)

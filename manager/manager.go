@@ -81,6 +81,7 @@ type registerReq struct {
 // Recover.Timeout).
 type Manager struct {
 	clk         clock.Clock
+	epoch       time.Time // clk.Now() at the start: timed calls count from it
 	log         *slog.Logger
 	maxRestarts int
 	window      time.Duration
@@ -149,6 +150,7 @@ func newManager(opts Options) *Manager {
 	if m.clk == nil {
 		m.clk = clock.New()
 	}
+	m.epoch = m.clk.Now()
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -180,6 +182,10 @@ func newManager(opts Options) *Manager {
 // Clock returns the manager's clock.
 func (m *Manager) Clock() clock.Clock { return m.clk }
 
+// elapsed is the time since the manager started, on its clock: monotonic
+// with the real clock, so that a call's duration is the difference of two.
+func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
+
 // Register adds a breaker named name, closed, and returns its handle. The
 // zero Config is valid (see Config for the defaults). Register fails, with
 // an error that names the breaker and the field at fault, if the name is
@@ -199,6 +205,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	b := &Breaker{
 		classify:    cfg.Classify,
 		nilSucceeds: custom == nil,
+		slowCall:    cfg.SlowCall,
 		mgr:         m,
 		rec:         cfg.Recover,
 	}
@@ -229,7 +236,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	select {
 	case m.registerc <- req:
 	case <-m.done:
-		return nil, fmt.Errorf("fusebox: register breaker %q: %w", name, ErrStopped)
+		return nil, registerFailed(name, ErrStopped)
 	}
 	if err := <-req.reply; err != nil {
 		return nil, err

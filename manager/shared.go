@@ -436,11 +436,11 @@ func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step mach
 	case err != nil:
 		b.storeFailed(err)
 		b.mgr.notifyHeld(b, step, lease)
-		return Permit{b: b, t: t}, nil
+		return b.permit(t), nil
 	case won:
 		sh.probe.Store(&heldLease{gen: t.Gen, token: token})
 		b.mgr.notifyHeld(b, step, lease)
-		return Permit{b: b, t: t}, nil
+		return b.permit(t), nil
 	}
 	// Another process probes, or the store's open period is not over:
 	// decline, and mirror what the store says.

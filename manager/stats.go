@@ -32,6 +32,10 @@ type Stats struct {
 	// Stale counts releases of permits granted before the breaker last
 	// changed state; they changed nothing but these counters.
 	Stale uint64
+	// SlowCalls counts released calls that took at least Config.SlowCall
+	// and so counted as failures, whatever they returned; each is also in
+	// Failures.
+	SlowCalls uint64
 	// DroppedEvents counts this breaker's events that a subscriber lost
 	// because its buffer was full (once per subscriber that lost it).
 	DroppedEvents uint64
@@ -61,6 +65,7 @@ func (b *Breaker) Stats() Stats {
 		Ignored:       b.stats.Load(statIgnore),
 		Declined:      b.stats.Load(statDeclined),
 		Stale:         b.stats.Load(statStale),
+		SlowCalls:     b.stats.Load(statSlow),
 		DroppedEvents: b.dropped.Load(),
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined

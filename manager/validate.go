@@ -85,6 +85,9 @@ func validateConfig(name string, cfg Config) (Config, error) {
 	if err := checkStrategy(cfg.Strategy); err != nil {
 		return cfg, registerError(name, "Strategy", err)
 	}
+	if cfg.SlowCall < 0 {
+		return cfg, registerError(name, "SlowCall", fmt.Errorf("must not be negative, got %v", cfg.SlowCall))
+	}
 	if isNilPointer(cfg.Recover) {
 		return cfg, registerError(name, "Recover", fmt.Errorf("a nil %T", cfg.Recover))
 	}

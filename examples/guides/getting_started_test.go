@@ -85,6 +85,14 @@ func gsClassify(m *manager.Manager) (*manager.Breaker, error) {
 	return b, err
 }
 
+func gsSlowCall(m *manager.Manager) (*manager.Breaker, error) {
+	b, err := m.Register("replica", manager.Config{
+		// The replica answers in 50ms when it is well; 800ms is a sick replica.
+		SlowCall: 800 * time.Millisecond,
+	})
+	return b, err
+}
+
 func gsWatch(m *manager.Manager, b *manager.Breaker) (unsubscribe func()) {
 	st := b.Stats()
 	log.Printf("%s is %v: %d calls, %d declined", st.Name, st.State, st.Calls, st.Declined)
@@ -219,6 +227,30 @@ func TestGettingStartedClassify(t *testing.T) {
 	assert.Equal(t, breaker.Closed, st.State, "ignored errors never trip the breaker")
 	assert.Equal(t, uint64(10), st.Ignored)
 	assert.Zero(t, st.Failures)
+}
+
+func TestGettingStartedSlowCall(t *testing.T) {
+	mock := clock.NewMock()
+	m := manager.Start(manager.Options{Clock: mock})
+	defer m.Stop()
+	b, err := gsSlowCall(m)
+	require.NoError(t, err)
+	call := func(took time.Duration) {
+		_ = b.Do(context.Background(), func(context.Context) error {
+			mock.Add(took)
+			return nil
+		})
+	}
+	call(799 * time.Millisecond)
+	assert.Equal(t, uint64(1), b.Stats().Successes, "799ms is not slow")
+	for range 5 {
+		call(800 * time.Millisecond)
+	}
+	m.Sync()
+	st := b.Stats()
+	assert.Equal(t, breaker.Open, st.State, "five slow calls in a row trip the default strategy")
+	assert.Equal(t, uint64(5), st.SlowCalls)
+	assert.Equal(t, uint64(5), st.Failures)
 }
 
 func TestGettingStartedWatch(t *testing.T) {
