@@ -24,9 +24,13 @@ type Snapshot struct {
 	// Forced is set on a breaker forced open by hand: no timer ends it, only
 	// Reset does.
 	Forced bool
-	// Halted is set once the breaker's manager has halted: every call is
-	// refused and every transition is refused.
+	// Halted is set once the breaker is out of service for good: its
+	// manager has stopped, or the breaker was removed from it (then Removed
+	// is set too). Every call is refused and every transition is refused;
+	// State keeps the state the breaker was in.
 	Halted bool
+	// Removed is set once the breaker was removed from its manager.
+	Removed bool
 
 	// The small fields come last, together, so that the struct packs
 	// tightly (the state machine adds its counter and stays in 128 bytes).
@@ -34,16 +38,18 @@ type Snapshot struct {
 	decline bool // State is Open or Probing, and not Halted
 }
 
-// NewSnapshot returns the snapshot of breaker name in state st, generation
-// gen, entered at since, with until as the end of its timer (zero if none).
-// It exists for the state machine that publishes snapshots; users read
-// snapshots and have no need to build one.
-func NewSnapshot(name string, st State, gen uint64, since, until time.Time, forced, halted bool) Snapshot {
-	s := Snapshot{State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted}
-	s.admit = st == Closed && !halted
-	s.decline = (st == Open || st == Probing) && !halted
+// NewSnapshot returns s, of which only the exported fields are read,
+// completed for breaker name: what Admits, Declines and Err report follows
+// from those fields, and the error is built once, here. It exists for the
+// state machine that publishes snapshots; users read snapshots and have no
+// need to build one. Removed implies Halted.
+func NewSnapshot(name string, s Snapshot) Snapshot {
+	s.Halted = s.Halted || s.Removed
+	s.admit = s.State == Closed && !s.Halted
+	s.decline = (s.State == Open || s.State == Probing) && !s.Halted
+	s.err = OpenError{}
 	if !s.admit {
-		s.err = OpenError{Name: name, State: st, Until: until}
+		s.err = OpenError{Name: name, State: s.State, Until: s.Until}
 	}
 	return s
 }

@@ -18,10 +18,9 @@ import (
 type Breaker struct {
 	// Read on every call.
 	mach        machine.Machine
-	classify    classify.Classifier
-	nilSucceeds bool          // classify is classify.Default, which makes nil a Success
-	timed       bool          // the strategy's counter needs the time of each call
-	slowCall    time.Duration // Config.SlowCall: a call this long is a failure; zero: calls are not timed
+	classify    atomic.Pointer[classify.Classifier]
+	nilSucceeds atomic.Bool   // classify is classify.Default, which makes nil a Success
+	slowCall    atomic.Int64  // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	last        breaker.State // owned by the manager: the state its handled steps left the breaker in
 	mgr         *Manager
 	sharing     *sharing // nil unless the breaker is shared through a store
@@ -32,6 +31,7 @@ type Breaker struct {
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
 	early    []note
+	removed  bool // Manager.Remove removed it: its notes are dropped
 	dropped  atomic.Uint64
 }
 
@@ -60,11 +60,14 @@ func (b *Breaker) Name() string { return b.mach.Name() }
 
 // State returns the breaker's current state. A transition made by a call
 // (a trip, a probe) shows at once; one made by a timer shows once the
-// manager has handled it (see Manager.Sync).
+// manager has handled it (see Manager.Sync). Once the breaker is removed
+// (Manager.Remove) or its manager has stopped, State keeps returning the
+// state it was in then; Snapshot and Stats say which.
 func (b *Breaker) State() breaker.State { return b.mach.Snapshot().State }
 
 // Snapshot returns the breaker's current state in full: when it was entered,
-// when its timer ends, and whether it is forced open.
+// when its timer ends, whether it is forced open, and whether it is out of
+// service (Halted, and Removed once Manager.Remove removed it).
 func (b *Breaker) Snapshot() *breaker.Snapshot { return &b.mach.Snapshot().Snapshot }
 
 // Permit is the right to make one call through a breaker, returned by
@@ -88,8 +91,9 @@ func (p Permit) Probe() bool { return p.t.Probe }
 // manager. In the closed state it returns a permit at once; in half_open the
 // first caller gets the probe's permit; otherwise the call is declined with
 // a *breaker.OpenError (errors.Is(err, breaker.ErrOpen) holds), built once
-// per open period so that declining allocates nothing. Once the manager has
-// stopped, Acquire returns ErrStopped.
+// per open period so that declining allocates nothing. Once the breaker is
+// removed (Manager.Remove), Acquire returns ErrRemoved; once the manager has
+// stopped, ErrStopped.
 //
 // ctx is consulted only when the call would become the probe: a caller whose
 // context is already done gets ctx.Err() instead of taking the probe slot.
@@ -102,7 +106,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	s := b.mach.Snapshot()
 	if s.Admits() {
 		p := Permit{b: b, t: machine.Ticket{Gen: s.Gen}}
-		if b.slowCall > 0 {
+		if b.slowCall.Load() > 0 {
 			p.start = b.started()
 		}
 		return p, nil
@@ -115,10 +119,10 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 }
 
 // acquireSlow is Acquire in half_open, where the caller may become the
-// probe, and once the manager has stopped.
+// probe, and once the breaker is out of service.
 func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
-	if b.mach.Snapshot().Halted {
-		return Permit{}, ErrStopped
+	if s := b.mach.Snapshot(); s.Halted {
+		return Permit{}, haltedErr(s)
 	}
 	if err := ctx.Err(); err != nil {
 		return Permit{}, err
@@ -129,7 +133,7 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 		b.stats.Add(statDeclined)
 		return Permit{}, oerr
 	case t.Gen == 0:
-		return Permit{}, ErrStopped
+		return Permit{}, haltedErr(b.mach.Snapshot())
 	}
 	if step.Gen == 0 {
 		return b.permit(t), nil
@@ -149,7 +153,7 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 // its calls.
 func (b *Breaker) permit(t machine.Ticket) Permit {
 	p := Permit{b: b, t: t}
-	if b.slowCall > 0 {
+	if b.slowCall.Load() > 0 {
 		p.start = b.started()
 	}
 	return p
@@ -159,9 +163,11 @@ func (b *Breaker) permit(t machine.Ticket) Permit {
 func (b *Breaker) started() time.Duration { return max(b.mgr.elapsed(), 0) + 1 }
 
 // slow reports whether the call of p took at least the breaker's SlowCall.
+// A permit granted untimed (before Reconfigure set a SlowCall) is not slow.
 func (p Permit) slow() bool {
 	b := p.b
-	return b.slowCall > 0 && b.mgr.elapsed()-(p.start-1) >= b.slowCall
+	d := time.Duration(b.slowCall.Load())
+	return d > 0 && p.start > 0 && b.mgr.elapsed()-(p.start-1) >= d
 }
 
 // Release reports the result of the call, classified by the breaker's
@@ -176,10 +182,10 @@ func (p Permit) Release(err error) {
 
 // outcome classifies err with the breaker's Classifier.
 func (b *Breaker) outcome(err error) classify.Outcome {
-	if err == nil && b.nilSucceeds {
+	if err == nil && b.nilSucceeds.Load() {
 		return classify.Success
 	}
-	return b.classify(err)
+	return (*b.classify.Load())(err)
 }
 
 // ReleaseOutcome reports the outcome of the call. In the closed state the
@@ -227,7 +233,7 @@ func (p Permit) release(o classify.Outcome, err error) {
 		return
 	}
 	var now time.Time
-	if b.timed {
+	if b.mach.UsesClock() {
 		now = b.mgr.clk.Now()
 	}
 	if c.Record(o, now) {
@@ -311,15 +317,15 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 }
 
 // ForceOpen opens the breaker until Reset: every call is declined, and no
-// timer ends it (an isolation switch). It returns ErrStopped once the
-// manager has stopped; forcing a breaker that is already forced open does
-// nothing.
+// timer ends it (an isolation switch). It returns ErrRemoved once the
+// breaker is removed and ErrStopped once the manager has stopped; forcing a
+// breaker that is already forced open does nothing.
 func (b *Breaker) ForceOpen() error {
 	step, ok := b.mach.ForceOpen(b.mgr.clk.Now())
 	if ok {
 		b.mgr.notify(b, step)
-	} else if b.mach.Snapshot().Halted {
-		return ErrStopped
+	} else if s := b.mach.Snapshot(); s.Halted {
+		return haltedErr(s)
 	}
 	return nil
 }
@@ -328,13 +334,14 @@ func (b *Breaker) ForceOpen() error {
 // and clears its strategy's counts. Resetting a breaker that is not closed
 // is a transition, and a permit granted before it becomes stale; resetting
 // a closed breaker only clears the counts, and permits already granted
-// still count. It returns ErrStopped once the manager has stopped.
+// still count. It returns ErrRemoved once the breaker is removed and
+// ErrStopped once the manager has stopped.
 func (b *Breaker) Reset() error {
 	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
 	if ok {
 		b.mgr.notify(b, step)
-	} else if b.mach.Snapshot().Halted {
-		return ErrStopped
+	} else if s := b.mach.Snapshot(); s.Halted {
+		return haltedErr(s)
 	}
 	return nil
 }
@@ -342,4 +349,12 @@ func (b *Breaker) Reset() error {
 // misuse is the error of a method of b called with an argument it refuses.
 func (b *Breaker) misuse(method string, err error) error {
 	return fmt.Errorf("fusebox: breaker %q: %s: %w", b.Name(), method, err)
+}
+
+// haltedErr is what a call through a breaker out of service gets.
+func haltedErr(s *machine.Snapshot) error {
+	if s.Removed {
+		return ErrRemoved
+	}
+	return ErrStopped
 }

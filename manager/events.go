@@ -297,11 +297,19 @@ func (m *Manager) unsubscribeSub(sub *subscriber) {
 }
 
 // emit publishes the transition s of b.
-func (m *Manager) emit(b *Breaker, s machine.Step) {
+func (m *Manager) emit(b *Breaker, s machine.Step) { m.emitKind(b, s, EventTransition) }
+
+// emitKind publishes step s of b as an event of kind k. An event that is not
+// a transition has a zero Transition.
+func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind) {
 	if len(m.subs) == 0 {
 		return
 	}
-	m.publish(b, Event{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Cause: s.Cause, Gen: s.Gen})
+	ev := Event{Kind: k, Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Cause: s.Cause, Gen: s.Gen}
+	if k != EventTransition {
+		ev.Transition = breaker.Transition{}
+	}
+	m.publish(b, ev)
 }
 
 // publish hands ev, an event of b, to every subscriber that wants it,

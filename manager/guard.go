@@ -21,3 +21,15 @@ func guard(f func()) (p *caught) {
 	f()
 	return nil
 }
+
+// sameValue reports whether a and b are the same comparable value: false
+// for values of different types, and for values that cannot be compared
+// (a struct holding a func, say), which are taken as changed.
+func sameValue(a, b any) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}

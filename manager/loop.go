@@ -36,6 +36,10 @@ func (m *Manager) run() {
 			m.subscribe(req)
 		case sub := <-m.unsubscribec:
 			m.unsubscribe(sub)
+		case req := <-m.removec:
+			m.remove(req)
+		case req := <-m.reconfigurec:
+			m.reconfigure(req)
 		case <-tick:
 			m.armed = false
 		}
@@ -78,6 +82,9 @@ func (m *Manager) handle(b *Breaker, s machine.Step) { m.handleNote(note{b: b, s
 // before the one it follows; it waits in b.early until then.
 func (m *Manager) handleNote(n note) {
 	b := n.b
+	if b.removed {
+		return
+	}
 	if n.step.Gen != b.nextGen {
 		if n.step.Gen > b.nextGen {
 			b.early = append(b.early, n)
@@ -111,7 +118,7 @@ func (m *Manager) handleNote(n note) {
 // breaker's Recover decides. A shared breaker then tells its store.
 func (m *Manager) apply(n note) {
 	b, s := n.b, n.step
-	m.emit(b, s)
+	m.emitKind(b, s, n.kind)
 	var d time.Duration
 	switch {
 	case n.held:
@@ -188,11 +195,14 @@ func (m *Manager) register(req registerReq) {
 }
 
 // initRecover runs the breaker's Recover.Init, turning a panic into an error.
-func (m *Manager) initRecover(b *Breaker) (any, error) {
+func (m *Manager) initRecover(b *Breaker) (any, error) { return initPolicy(b.rec) }
+
+// initPolicy runs r.Init, turning a panic into an error.
+func initPolicy(r recover.Recover) (any, error) {
 	var st any
 	var err error
-	if p := guard(func() { st, err = b.rec.Init() }); p != nil {
-		return nil, fmt.Errorf("%T.Init panicked: %v", b.rec, p.value)
+	if p := guard(func() { st, err = r.Init() }); p != nil {
+		return nil, fmt.Errorf("%T.Init panicked: %v", r, p.value)
 	}
 	return st, err
 }

@@ -64,6 +64,8 @@ type note struct {
 	// err is the error of the call that made the step, when it opens the
 	// breaker and was released with one: recover.Context.Err.
 	err error
+	// kind is the kind of event the step is published as.
+	kind EventKind
 }
 
 type registerReq struct {
@@ -91,6 +93,8 @@ type Manager struct {
 	syncc        chan chan struct{}
 	subscribec   chan subscribeReq
 	unsubscribec chan *subscriber
+	removec      chan removeReq
+	reconfigurec chan reconfigureReq
 	storec       chan storeMsg
 	quit         chan struct{} // closed by Stop
 	done         chan struct{} // closed when the loop has returned
@@ -138,6 +142,8 @@ func newManager(opts Options) *Manager {
 		syncc:        make(chan chan struct{}),
 		subscribec:   make(chan subscribeReq),
 		unsubscribec: make(chan *subscriber),
+		removec:      make(chan removeReq),
+		reconfigurec: make(chan reconfigureReq),
 		storec:       make(chan storeMsg, noteBuffer),
 		quit:         make(chan struct{}),
 		done:         make(chan struct{}),
@@ -198,24 +204,19 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // never panics.
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	custom := cfg.Classify
-	cfg, err := validateConfig(name, cfg)
+	cfg, err := validateConfig(opRegister, name, cfg)
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{
-		classify:    cfg.Classify,
-		nilSucceeds: custom == nil,
-		slowCall:    cfg.SlowCall,
-		mgr:         m,
-		rec:         cfg.Recover,
-	}
+	b := &Breaker{mgr: m, rec: cfg.Recover}
+	b.setClassifier(cfg.Classify, custom == nil)
+	b.slowCall.Store(int64(cfg.SlowCall))
 	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)
 	}
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
-	b.timed = b.mach.UsesClock()
 	if cfg.Store != nil {
 		if b.sharing, err = newSharing(name, cfg); err != nil {
 			return nil, err

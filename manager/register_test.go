@@ -168,35 +168,39 @@ func TestTimeWindowTripsOnTheMockClock(t *testing.T) {
 	requireState(t, b, breaker.Open, "2 failures in 4 calls within 10s")
 }
 
+// invalidConfigs are Configs that Register and Reconfigure reject, each with
+// the breaker it is tried on and the field its error must name.
+var invalidConfigs = []struct {
+	name  string // the breaker
+	cfg   manager.Config
+	field string // what the message must name
+}{
+	{"basic-open", manager.Config{Recover: recover.BasicTimeout{Open: -time.Second}}, "recover.BasicTimeout.Open"},
+	{"basic-probe", manager.Config{Recover: recover.BasicTimeout{ProbeTimeout: -1}}, "recover.BasicTimeout.ProbeTimeout"},
+	{"exp-initial", manager.Config{Recover: recover.Exponential{Initial: -time.Second}}, "recover.Exponential.Initial"},
+	{"exp-zero-initial", manager.Config{Recover: recover.Exponential{}}, "recover.Exponential.Initial"},
+	{"exp-max-negative", manager.Config{Recover: recover.Exponential{Initial: time.Second, Max: -time.Second}}, "recover.Exponential.Max"},
+	{"exp-max", manager.Config{Recover: recover.Exponential{Initial: 2 * time.Second, Max: time.Second}}, "recover.Exponential.Max"},
+	{"exp-multiplier", manager.Config{Recover: recover.Exponential{Initial: time.Second, Multiplier: 0.5}}, "recover.Exponential.Multiplier"},
+	{"exp-multiplier-nan", manager.Config{Recover: recover.Exponential{Initial: time.Second, Multiplier: math.NaN()}}, "recover.Exponential.Multiplier"},
+	{"exp-jitter", manager.Config{Recover: recover.Exponential{Initial: time.Second, Jitter: 1.5}}, "recover.Exponential.Jitter"},
+	{"exp-probe", manager.Config{Recover: recover.Exponential{Initial: time.Second, ProbeTimeout: -time.Second}}, "recover.Exponential.ProbeTimeout"},
+	{"func-nil", manager.Config{Recover: recover.Func[int](nil, nil)}, "Config.Recover"},
+	{"consecutive", manager.Config{Strategy: breaker.Consecutive{}}, "breaker.Consecutive.Failures"},
+	{"consecutive-negative", manager.Config{Strategy: breaker.Consecutive{Failures: -1}}, "breaker.Consecutive.Failures"},
+	{"rate-zero", manager.Config{Strategy: breaker.FailureRate{Rate: 0, Window: 10}}, "breaker.FailureRate.Rate"},
+	{"rate-negative", manager.Config{Strategy: breaker.FailureRate{Rate: -0.1, Window: 10}}, "breaker.FailureRate.Rate"},
+	{"rate-above-one", manager.Config{Strategy: breaker.FailureRate{Rate: 1.01, Window: 10}}, "breaker.FailureRate.Rate"},
+	{"rate-nan", manager.Config{Strategy: breaker.FailureRate{Rate: math.NaN(), Window: 10}}, "breaker.FailureRate.Rate"},
+	{"rate-window", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5}}, "breaker.FailureRate.Window"},
+	{"rate-mincalls", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: 10, MinCalls: 11}}, "breaker.FailureRate.MinCalls"},
+	{"tw-rate", manager.Config{Strategy: breaker.TimeWindow{Rate: 2, Period: time.Second, MinCalls: 1}}, "breaker.TimeWindow.Rate"},
+	{"tw-period", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: -time.Second, MinCalls: 1}}, "breaker.TimeWindow.Period"},
+	{"tw-mincalls", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: time.Second}}, "breaker.TimeWindow.MinCalls"},
+}
+
 func TestRegisterValidation(t *testing.T) {
-	cases := []struct {
-		name  string // the breaker
-		cfg   manager.Config
-		field string // what the message must name
-	}{
-		{"basic-open", manager.Config{Recover: recover.BasicTimeout{Open: -time.Second}}, "recover.BasicTimeout.Open"},
-		{"basic-probe", manager.Config{Recover: recover.BasicTimeout{ProbeTimeout: -1}}, "recover.BasicTimeout.ProbeTimeout"},
-		{"exp-initial", manager.Config{Recover: recover.Exponential{Initial: -time.Second}}, "recover.Exponential.Initial"},
-		{"exp-zero-initial", manager.Config{Recover: recover.Exponential{}}, "recover.Exponential.Initial"},
-		{"exp-max-negative", manager.Config{Recover: recover.Exponential{Initial: time.Second, Max: -time.Second}}, "recover.Exponential.Max"},
-		{"exp-max", manager.Config{Recover: recover.Exponential{Initial: 2 * time.Second, Max: time.Second}}, "recover.Exponential.Max"},
-		{"exp-multiplier", manager.Config{Recover: recover.Exponential{Initial: time.Second, Multiplier: 0.5}}, "recover.Exponential.Multiplier"},
-		{"exp-multiplier-nan", manager.Config{Recover: recover.Exponential{Initial: time.Second, Multiplier: math.NaN()}}, "recover.Exponential.Multiplier"},
-		{"exp-jitter", manager.Config{Recover: recover.Exponential{Initial: time.Second, Jitter: 1.5}}, "recover.Exponential.Jitter"},
-		{"exp-probe", manager.Config{Recover: recover.Exponential{Initial: time.Second, ProbeTimeout: -time.Second}}, "recover.Exponential.ProbeTimeout"},
-		{"func-nil", manager.Config{Recover: recover.Func[int](nil, nil)}, "Config.Recover"},
-		{"consecutive", manager.Config{Strategy: breaker.Consecutive{}}, "breaker.Consecutive.Failures"},
-		{"consecutive-negative", manager.Config{Strategy: breaker.Consecutive{Failures: -1}}, "breaker.Consecutive.Failures"},
-		{"rate-zero", manager.Config{Strategy: breaker.FailureRate{Rate: 0, Window: 10}}, "breaker.FailureRate.Rate"},
-		{"rate-negative", manager.Config{Strategy: breaker.FailureRate{Rate: -0.1, Window: 10}}, "breaker.FailureRate.Rate"},
-		{"rate-above-one", manager.Config{Strategy: breaker.FailureRate{Rate: 1.01, Window: 10}}, "breaker.FailureRate.Rate"},
-		{"rate-nan", manager.Config{Strategy: breaker.FailureRate{Rate: math.NaN(), Window: 10}}, "breaker.FailureRate.Rate"},
-		{"rate-window", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5}}, "breaker.FailureRate.Window"},
-		{"rate-mincalls", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: 10, MinCalls: 11}}, "breaker.FailureRate.MinCalls"},
-		{"tw-rate", manager.Config{Strategy: breaker.TimeWindow{Rate: 2, Period: time.Second, MinCalls: 1}}, "breaker.TimeWindow.Rate"},
-		{"tw-period", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: -time.Second, MinCalls: 1}}, "breaker.TimeWindow.Period"},
-		{"tw-mincalls", manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: time.Second}}, "breaker.TimeWindow.MinCalls"},
-	}
+	cases := invalidConfigs
 	m, _ := startMock(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -325,7 +325,7 @@ func (b *Breaker) releaseShared(c breaker.Counter, t machine.Ticket, o classify.
 func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.Outcome, cause error) {
 	sh := b.sharing
 	var now time.Time
-	if b.timed {
+	if b.mach.UsesClock() {
 		now = b.mgr.clk.Now()
 	}
 	localTrip := c.Record(o, now)
@@ -393,7 +393,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 // recordLocal is Release in the closed state on the breaker's own counter.
 func (b *Breaker) recordLocal(c breaker.Counter, t machine.Ticket, o classify.Outcome, cause error) {
 	var now time.Time
-	if b.timed {
+	if b.mach.UsesClock() {
 		now = b.mgr.clk.Now()
 	}
 	if c.Record(o, now) {

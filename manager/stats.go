@@ -19,6 +19,9 @@ type Stats struct {
 	Until time.Time
 	// Forced is set while the breaker is forced open.
 	Forced bool
+	// Removed is set once Manager.Remove removed the breaker: State is then
+	// the state it was in, and the counters stay as they were.
+	Removed bool
 
 	// Calls is every call that asked for a permit and has finished: the
 	// sum of Successes, Failures, Ignored and Declined. Calls still in
@@ -60,6 +63,7 @@ func (b *Breaker) Stats() Stats {
 		Since:         s.Since,
 		Until:         s.Until,
 		Forced:        s.Forced,
+		Removed:       s.Removed,
 		Successes:     b.stats.Load(statSuccess),
 		Failures:      b.stats.Load(statFailure),
 		Ignored:       b.stats.Load(statIgnore),

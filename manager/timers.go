@@ -43,24 +43,27 @@ func (h *timerHeap) pop() deadline {
 	last := len(s) - 1
 	s[0] = s[last]
 	s[last] = deadline{}
-	s = s[:last]
-	i := 0
+	*h = s[:last]
+	h.down(0)
+	return top
+}
+
+// down moves the deadline at i down to its place.
+func (h timerHeap) down(i int) {
 	for {
 		l, r, small := 2*i+1, 2*i+2, i
-		if l < len(s) && s[l].at.Before(s[small].at) {
+		if l < len(h) && h[l].at.Before(h[small].at) {
 			small = l
 		}
-		if r < len(s) && s[r].at.Before(s[small].at) {
+		if r < len(h) && h[r].at.Before(h[small].at) {
 			small = r
 		}
 		if small == i {
-			break
+			return
 		}
-		s[i], s[small] = s[small], s[i]
+		h[i], h[small] = h[small], h[i]
 		i = small
 	}
-	*h = s
-	return top
 }
 
 // after returns t+d, or the latest instant time.Time can hold if that is
@@ -139,5 +142,21 @@ func (m *Manager) stopTimer() {
 		case <-m.timer.C:
 		default:
 		}
+	}
+}
+
+// drop removes every deadline of breaker b and restores the heap order.
+func (h *timerHeap) drop(b *Breaker) {
+	s := *h
+	kept := s[:0]
+	for _, d := range s {
+		if d.b != b {
+			kept = append(kept, d)
+		}
+	}
+	clear(s[len(kept):])
+	*h = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
 }

@@ -63,13 +63,14 @@ func clip(s string, n int) string {
 // validateConfig checks a breaker's name and Config, and returns the Config
 // with its defaults filled in. It is the one check of a Config: Register and
 // Breaker.Reconfigure both use it, so the same Config is accepted or refused
-// with the same error by either. Its errors name the breaker and the field.
+// with the same error by either (op, opRegister or opReconfigure, is the
+// verb of the message). Its errors name the breaker and the field.
 //
 // A Strategy is checked by making a Counter with it, under a guard: a
 // Strategy whose NewCounter panics (a nil pointer in an interface, say) is
 // an error here, not a panic later on the manager's goroutine. The Recover
 // is checked by its Init, which the manager runs.
-func validateConfig(name string, cfg Config) (Config, error) {
+func validateConfig(op, name string, cfg Config) (Config, error) {
 	if err := checkName(name); err != nil {
 		return cfg, err
 	}
@@ -83,20 +84,20 @@ func validateConfig(name string, cfg Config) (Config, error) {
 		cfg.Classify = classify.Default
 	}
 	if err := checkStrategy(cfg.Strategy); err != nil {
-		return cfg, registerError(name, "Strategy", err)
+		return cfg, configError(op, name, "Strategy", err)
 	}
 	if cfg.SlowCall < 0 {
-		return cfg, registerError(name, "SlowCall", fmt.Errorf("must not be negative, got %v", cfg.SlowCall))
+		return cfg, configError(op, name, "SlowCall", fmt.Errorf("must not be negative, got %v", cfg.SlowCall))
 	}
 	if isNilPointer(cfg.Recover) {
-		return cfg, registerError(name, "Recover", fmt.Errorf("a nil %T", cfg.Recover))
+		return cfg, configError(op, name, "Recover", fmt.Errorf("a nil %T", cfg.Recover))
 	}
 	if cfg.Store != nil {
 		if isNilPointer(cfg.Store) {
-			return cfg, registerError(name, "Store", fmt.Errorf("a nil %T", cfg.Store))
+			return cfg, configError(op, name, "Store", fmt.Errorf("a nil %T", cfg.Store))
 		}
 		if cfg.Fallback > store.FailClosed {
-			return cfg, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
+			return cfg, configError(op, name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
 		}
 	}
 	return cfg, nil
@@ -128,8 +129,20 @@ func isNilPointer(v any) bool {
 	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
-// registerError says which breaker and which part of its Config is wrong.
-// field is the Config field; err usually names the field inside it.
+// Operations named by configError.
+const (
+	opRegister    = "register"
+	opReconfigure = "reconfigure"
+)
+
+// configError says which breaker and which part of its Config is wrong, for
+// operation op. field is the Config field; err usually names the field
+// inside it.
+func configError(op, name, field string, err error) error {
+	return fmt.Errorf("fusebox: %s breaker %q: Config.%s: %w", op, name, field, err)
+}
+
+// registerError is configError for Register.
 func registerError(name, field string, err error) error {
-	return fmt.Errorf("fusebox: register breaker %q: Config.%s: %w", name, field, err)
+	return configError(opRegister, name, field, err)
 }

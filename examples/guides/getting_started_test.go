@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -115,6 +116,25 @@ func gsByHand(b *manager.Breaker) error {
 		return err
 	}
 	return nil
+}
+
+func gsReconfigure(b *manager.Breaker) error {
+	err := b.Reconfigure(manager.Config{
+		Strategy: breaker.Consecutive{Failures: 10}, // counts from a fresh window
+		Recover:  recover.BasicTimeout{Open: time.Minute},
+	})
+	if err != nil {
+		return err // names the breaker and the field, as Register's errors do
+	}
+	return nil
+}
+
+func gsRemove(m *manager.Manager) {
+	if m.Remove("tenant-42") {
+		// Gone: a call through the old handle gets manager.ErrRemoved,
+		// and m.Register("tenant-42", ...) makes a new breaker.
+		log.Print("tenant-42 removed")
+	}
 }
 
 // logLines collects what the standard logger prints, line by line.
@@ -325,4 +345,54 @@ func TestGettingStartedStore(t *testing.T) {
 	assert.Equal(t, breaker.Open, bs[1].State(), "the shared count trips the breaker")
 	assert.Eventually(t, func() bool { return bs[0].State() == breaker.Open }, 5*time.Second, time.Millisecond,
 		"the other manager follows the store")
+}
+
+// TestGettingStartedReconfigure checks what the guide says of Reconfigure:
+// a fresh window with the new strategy, the new open period, the same
+// errors as Register's.
+func TestGettingStartedReconfigure(t *testing.T) {
+	mock := clock.NewMock()
+	m := manager.Start(manager.Options{Clock: mock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer m.Stop()
+	b, err := m.Register("payments", manager.Config{})
+	require.NoError(t, err)
+	boom := func(context.Context) error { return errors.New("boom") }
+	for range 4 {
+		_ = b.Do(context.Background(), boom)
+	}
+	require.NoError(t, gsReconfigure(b))
+	for range 9 {
+		_ = b.Do(context.Background(), boom)
+	}
+	assert.Equal(t, breaker.Closed, b.State(), "9 failures of 10 in the fresh window; the 4 before do not count")
+	_ = b.Do(context.Background(), boom)
+	assert.Equal(t, breaker.Open, b.State())
+	m.Sync()
+	assert.Equal(t, mock.Now().Add(time.Minute), b.Snapshot().Until, "the new Recover's open period")
+
+	err = b.Reconfigure(manager.Config{Strategy: breaker.Consecutive{}})
+	assert.EqualError(t, err, `fusebox: reconfigure breaker "payments": Config.Strategy: breaker.Consecutive.Failures must be at least 1, got 0`)
+}
+
+// TestGettingStartedRemove checks what the guide says of Remove.
+func TestGettingStartedRemove(t *testing.T) {
+	logged := captureLog(t)
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	events, unsubscribe := m.Subscribe(8)
+	defer unsubscribe()
+	old, err := m.Register("tenant-42", manager.Config{})
+	require.NoError(t, err)
+	gsRemove(m)
+	gsRemove(m) // not registered any more: nothing logged
+	assert.Equal(t, []string{"tenant-42 removed"}, logged.get())
+	assert.ErrorIs(t, old.Do(context.Background(), func(context.Context) error { return nil }), manager.ErrRemoved)
+	assert.True(t, old.Stats().Removed)
+	assert.Equal(t, breaker.Closed, old.State())
+	m.Sync()
+	ev := <-events
+	assert.Equal(t, manager.EventRemoved, ev.Kind)
+	b, err := m.Register("tenant-42", manager.Config{})
+	require.NoError(t, err)
+	assert.Zero(t, b.Stats().Calls)
 }

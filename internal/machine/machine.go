@@ -88,11 +88,29 @@ const (
 // reach the counter of the current one, however late it comes: it finds
 // its own period's counter, which nothing reads any more.
 type Machine struct {
-	cur      atomic.Pointer[Snapshot]
-	strategy breaker.Strategy
-	first    breaker.Counter // the first period's counter, kept in case the strategy fails later
-	name     string
-	clock    bool
+	cur   atomic.Pointer[Snapshot]
+	strat atomic.Pointer[strategy]
+	name  string
+	clock atomic.Bool // a counter that may still be current uses the clock
+}
+
+// strategy is the breaker's strategy and the first counter it made, kept in
+// case the strategy fails later.
+type strategy struct {
+	s     breaker.Strategy
+	first breaker.Counter
+}
+
+// firstCounter validates s by making its first counter.
+func firstCounter(s breaker.Strategy) (breaker.Counter, error) {
+	c, err := s.NewCounter()
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, breaker.Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
+	}
+	return c, nil
 }
 
 // NewMachine returns a closed breaker named name, tripped by strategy s,
@@ -110,14 +128,13 @@ func NewMachine(name string, s breaker.Strategy, now time.Time) (*Machine, error
 // the machine inside a larger struct. It must be called before any other
 // method, and only once.
 func (m *Machine) Init(name string, s breaker.Strategy, now time.Time) error {
-	c, err := s.NewCounter()
+	c, err := firstCounter(s)
 	if err != nil {
 		return err
 	}
-	if c == nil {
-		return breaker.Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
-	}
-	m.name, m.strategy, m.first, m.clock = name, s, c, c.UsesClock()
+	m.name = name
+	m.strat.Store(&strategy{s: s, first: c})
+	m.clock.Store(c.UsesClock())
 	next := m.snapshot(breaker.Closed, 1, now, time.Time{}, false, false)
 	next.counter = c
 	m.cur.Store(next)
@@ -128,23 +145,81 @@ func (m *Machine) Init(name string, s breaker.Strategy, now time.Time) error {
 func (m *Machine) Name() string { return m.name }
 
 // UsesClock reports whether the strategy's counters need the time of each
-// call (see breaker.Counter.UsesClock).
-func (m *Machine) UsesClock() bool { return m.clock }
+// call (see breaker.Counter.UsesClock). While Reconfigure replaces a strategy
+// whose counters use the clock by one whose counters do not, or the other way
+// round, it is true.
+func (m *Machine) UsesClock() bool { return m.clock.Load() }
+
+// Strategy returns the breaker's strategy.
+func (m *Machine) Strategy() breaker.Strategy { return m.strat.Load().s }
 
 // newCounter returns a fresh counter for a new closed period. A strategy that
 // could make one before but fails now falls back on the first counter.
 func (m *Machine) newCounter() breaker.Counter {
-	if c, err := m.strategy.NewCounter(); err == nil && c != nil {
+	st := m.strat.Load()
+	if c, err := st.s.NewCounter(); err == nil && c != nil {
 		return c
 	}
-	return m.first
+	return st.first
+}
+
+// Reconfigure makes s the breaker's strategy, at now. A closed breaker
+// counts with s at once, from a fresh window, in a new generation (the
+// returned step, closed->closed with no cause): the outcome of a call
+// admitted before lands in the old window, as any stale outcome does. In
+// the other states the state does not change and the next closed period
+// counts with s. It fails, and changes nothing, if s is invalid; a halted
+// machine only takes the strategy.
+func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, error) {
+	c, err := firstCounter(s)
+	if err != nil {
+		return Step{}, false, err
+	}
+	// UsesClock must be true whenever a counter that may be current uses
+	// the clock: raised before s can make one, lowered only once no
+	// counter of the old strategy can be current any more.
+	clock := c.UsesClock()
+	if clock {
+		m.clock.Store(true)
+	}
+	m.strat.Store(&strategy{s: s, first: c})
+	var step Step
+	var ok bool
+	for {
+		cur := m.cur.Load()
+		var next *Snapshot
+		if cur.Admits() {
+			next = m.snapshot(breaker.Closed, cur.Gen+1, cur.Since, time.Time{}, false, false)
+			next.counter = c
+		} else {
+			// The same state, republished: a transition to closed
+			// decided on the old snapshot, with a counter of the old
+			// strategy, now fails its compare-and-swap and is decided
+			// again, with s.
+			copied := *cur
+			next = &copied
+		}
+		if m.cur.CompareAndSwap(cur, next) {
+			if cur.Admits() {
+				step = Step{Transition: breaker.Transition{From: breaker.Closed, To: breaker.Closed}, Gen: next.Gen, At: now}
+				ok = true
+			}
+			break
+		}
+	}
+	if !clock {
+		m.clock.Store(false)
+	}
+	return step, ok, nil
 }
 
 // Snapshot returns the current state.
 func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
 
 func (m *Machine) snapshot(st breaker.State, gen uint64, since, until time.Time, forced, halted bool) *Snapshot {
-	return &Snapshot{Snapshot: breaker.NewSnapshot(m.name, st, gen, since, until, forced, halted)}
+	return &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
+		State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted,
+	})}
 }
 
 // move publishes the state to if the current snapshot is still from.
@@ -342,15 +417,24 @@ func (m *Machine) renew(s *Snapshot) bool {
 // Halt stops the machine for good: from now on every Acquire is declined
 // with a zero ticket and a nil error, every ticket is stale, and no
 // transition is made. The snapshot keeps the state the breaker was in.
-func (m *Machine) Halt() {
+func (m *Machine) Halt() { m.halt(false) }
+
+// Remove is Halt for a breaker removed from its driver: the snapshot says
+// Removed, so that the driver can tell its callers so. It reports false if
+// the machine was already removed.
+func (m *Machine) Remove() bool { return m.halt(true) }
+
+func (m *Machine) halt(removed bool) bool {
 	for {
 		s := m.cur.Load()
-		if s.Halted {
-			return
+		if s.Removed || (s.Halted && !removed) {
+			return false
 		}
-		next := m.snapshot(s.State, s.Gen+1, s.Since, s.Until, s.Forced, true)
+		next := &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
+			State: s.State, Gen: s.Gen + 1, Since: s.Since, Until: s.Until, Forced: s.Forced, Halted: true, Removed: removed,
+		})}
 		if m.cur.CompareAndSwap(s, next) {
-			return
+			return true
 		}
 	}
 }

@@ -1,0 +1,148 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+type reconfigureReq struct {
+	b           *Breaker
+	cfg         Config // checked, with the defaults filled in
+	nilSucceeds bool
+	reply       chan error
+}
+
+// Reconfigure replaces the breaker's Config while calls go on. cfg is
+// checked as Register checks it, with the same errors (naming the breaker
+// and the field), and a Config that fails changes nothing; the zero values
+// mean the same defaults as for Register.
+//
+//   - A Strategy other than the current one counts from a fresh window. A
+//     closed breaker starts the window at once, in a new generation: the
+//     outcome of a call admitted before lands in the old window and counts
+//     as stale, as any outcome from before a transition does. An open or
+//     probing breaker keeps its state, its timer and its probe; its next
+//     closed period counts with the new Strategy. The same Strategy (an
+//     equal value) keeps the window and its counts.
+//   - A Recover other than the current one is Init-ed, and its Timeout
+//     decides the next timer; a timer already running keeps its length.
+//     The same Recover keeps its state.
+//   - The Classifier takes every release from then on, that of a call in
+//     flight included.
+//   - SlowCall times every call acquired from then on; a call in flight
+//     when it changes is measured against the new SlowCall if it was timed
+//     when acquired, and is not slow otherwise.
+//   - The Store cannot change, nor, for a shared breaker, the Strategy or
+//     the Fallback, which the breaker shares with other processes: the
+//     error names the field. Remove the breaker and register it again
+//     instead.
+//
+// Subscribers get an event of kind EventReconfigured, and the manager logs
+// the change. Its Gen is that of the fresh window for a closed breaker given
+// a new Strategy, else the generation of the breaker's last event. It
+// returns ErrRemoved once the breaker is removed, ErrStopped once the
+// manager has stopped. Reconfigure must not be called from a callback the
+// manager runs (Recover.Init, Recover.Timeout).
+func (b *Breaker) Reconfigure(cfg Config) error {
+	if s := b.mach.Snapshot(); s.Halted {
+		return haltedErr(s)
+	}
+	name := b.Name()
+	custom := cfg.Classify
+	cfg, err := validateConfig(opReconfigure, name, cfg)
+	if err != nil {
+		return err
+	}
+	if err := b.fixed(cfg); err != nil {
+		return err
+	}
+	req := reconfigureReq{b: b, cfg: cfg, nilSucceeds: custom == nil, reply: make(chan error, 1)}
+	select {
+	case b.mgr.reconfigurec <- req:
+	case <-b.mgr.done:
+		return ErrStopped
+	}
+	return <-req.reply
+}
+
+// fixed checks that cfg keeps what a registered breaker cannot change.
+func (b *Breaker) fixed(cfg Config) error {
+	var st store.Store
+	if b.sharing != nil {
+		st = b.sharing.st
+	}
+	unchanged := func(field, why string) error {
+		return configError(opReconfigure, b.Name(), field, errors.New("cannot change "+why+"; remove the breaker and register it again"))
+	}
+	if !sameValue(cfg.Store, st) {
+		return unchanged("Store", "on a registered breaker")
+	}
+	if b.sharing == nil {
+		return nil
+	}
+	if cfg.Fallback != b.sharing.fallback {
+		return unchanged("Fallback", "on a shared breaker")
+	}
+	if !sameValue(cfg.Strategy, b.mach.Strategy()) {
+		return unchanged("Strategy", "on a shared breaker, which counts with it in the store")
+	}
+	return nil
+}
+
+// setClassifier makes fn the breaker's Classifier; nilSucceeds says that
+// fn is classify.Default. A release that runs meanwhile classifies as the
+// old Classifier or as the new one: either may read nilSucceeds, and both
+// map nil to Success when it is set.
+func (b *Breaker) setClassifier(fn classify.Classifier, nilSucceeds bool) {
+	b.classify.Store(&fn)
+	b.nilSucceeds.Store(nilSucceeds)
+}
+
+// reconfigure is Reconfigure on the loop. Everything that can fail is
+// done before anything changes.
+func (m *Manager) reconfigure(req reconfigureReq) {
+	b, cfg := req.b, req.cfg
+	if b.removed {
+		req.reply <- ErrRemoved
+		return
+	}
+	name := b.Name()
+	newRecover := !sameValue(cfg.Recover, b.rec)
+	var recState any
+	if newRecover {
+		st, err := initPolicy(cfg.Recover)
+		if err != nil {
+			req.reply <- configError(opReconfigure, name, "Recover", err)
+			return
+		}
+		recState = st
+	}
+	now := m.clk.Now()
+	var step machine.Step
+	var fresh bool
+	if !sameValue(cfg.Strategy, b.mach.Strategy()) {
+		var err error
+		if step, fresh, err = b.mach.Reconfigure(cfg.Strategy, now); err != nil {
+			req.reply <- configError(opReconfigure, name, "Strategy", err)
+			return
+		}
+	}
+	if newRecover {
+		b.rec, b.recState = cfg.Recover, recState
+	}
+	b.setClassifier(cfg.Classify, req.nilSucceeds)
+	b.slowCall.Store(int64(cfg.SlowCall))
+	if fresh {
+		m.handleNote(note{b: b, step: step, kind: EventReconfigured})
+	} else {
+		m.emitKind(b, machine.Step{Gen: b.nextGen - 1, At: now}, EventReconfigured)
+	}
+	m.log.Info("fusebox: breaker reconfigured", "breaker", name,
+		"strategy", fmt.Sprintf("%T%+v", cfg.Strategy, cfg.Strategy), "recover", fmt.Sprintf("%T", cfg.Recover),
+		"fresh_window", fresh, "new_recover", newRecover)
+	req.reply <- nil
+}

@@ -1,0 +1,79 @@
+package manager
+
+import "slices"
+
+type removeReq struct {
+	name  string
+	reply chan bool
+}
+
+// Remove removes the breaker registered under name and reports whether
+// there was one. The manager forgets it: its pending timers, its counters
+// and, for a shared breaker, this process's mirror of the shared state go
+// (the store's state, which other processes share, stays; a probe lease
+// this process held lapses at its deadline). Subscribers get one last
+// event of the breaker, of kind EventRemoved.
+//
+// Every call through the old handle then gets ErrRemoved (Acquire, Do,
+// Call, ForceOpen, Reset, Reconfigure); releasing a permit granted before
+// counts it as stale and changes nothing. The old handle's State keeps the
+// state the breaker was in, and its Snapshot and Stats say Removed. The
+// name may be registered again at once: that is a new breaker, closed, with
+// fresh counts and a new handle.
+//
+// Once the manager has stopped, Remove does nothing and returns false.
+func (m *Manager) Remove(name string) bool {
+	req := removeReq{name: name, reply: make(chan bool, 1)}
+	select {
+	case m.removec <- req:
+	case <-m.done:
+		return false
+	}
+	return <-req.reply
+}
+
+// remove is Remove on the loop. The machine is removed first, so that no
+// caller can make a transition after it; a step some caller made before
+// and has not handed over yet is dropped when it comes (handleNote).
+func (m *Manager) remove(req removeReq) {
+	b, ok := m.byName[req.name]
+	if !ok {
+		req.reply <- false
+		return
+	}
+	b.removed = true
+	b.mach.Remove()
+	m.mu.Lock()
+	delete(m.byName, req.name)
+	if i := slices.Index(m.list, b); i >= 0 {
+		m.list = slices.Delete(m.list, i, i+1)
+	}
+	m.mu.Unlock()
+	b.early = nil
+	m.timers.drop(b)
+	if b.sharing != nil {
+		m.detach(b)
+	}
+	s := b.mach.Snapshot()
+	m.publish(b, Event{Kind: EventRemoved, Name: req.name, At: m.clk.Now(), Gen: s.Gen})
+	m.log.Debug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
+	req.reply <- true
+}
+
+// detach takes the shared breaker b off its hub, and stops the hub when b
+// was its last breaker.
+func (m *Manager) detach(b *Breaker) {
+	h := b.sharing.hub
+	old := *h.breakers.Load()
+	list := make([]*Breaker, 0, len(old))
+	for _, x := range old {
+		if x != b {
+			list = append(list, x)
+		}
+	}
+	h.breakers.Store(&list)
+	if len(list) == 0 && m.hubs[h.st] == h {
+		h.cancel()
+		delete(m.hubs, h.st)
+	}
+}
