@@ -63,11 +63,12 @@ const (
 	// processes through a store.
 	CauseShared
 	// CauseStoreLost: the breaker's store could not be reached, and its
-	// fallback took over. The state does not change by itself: an event
-	// with this cause has From == To.
+	// fallback took over. It is not a transition: the manager reports it
+	// as an event of kind EventStoreLost, with a zero Transition.
 	CauseStoreLost
-	// CauseStoreRestored: the breaker's store answers again. An event with
-	// this cause has From == To.
+	// CauseStoreRestored: the breaker's store answers again. It is not a
+	// transition: the manager reports it as an event of kind
+	// EventStoreRestored, with a zero Transition.
 	CauseStoreRestored
 )
 

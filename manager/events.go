@@ -70,7 +70,9 @@ type Event struct {
 	// Cause says what made it happen.
 	Cause breaker.Cause
 	// Gen is the breaker's generation after the transition; a breaker's
-	// events arrive with Gen growing by one, unless some were dropped.
+	// transitions arrive with Gen growing by one, unless some were
+	// dropped. An event of another kind carries the generation of the
+	// breaker's transition before it.
 	Gen uint64
 	// Missed is how many events of the same breaker this subscription lost
 	// to a full buffer since the breaker's previous event it delivered:

@@ -813,8 +813,10 @@ func TestFaultSharedStaleResyncAfterVerdict(t *testing.T) {
 
 // Events of a shared breaker losing or regaining its store say the state
 // the breaker is in, with its generation: they come in the order of the
-// breaker's transitions. Here the store is lost while a caller of breaker
-// x, which has just taken x's probe, waits for the store's probe lease.
+// breaker's transitions. Here the store is lost, as a resync finds, while a
+// caller of breaker x, which has just taken x's probe, waits for the
+// store's probe lease. (y's failed call alone would not take x down: one
+// breaker's store error is that breaker's problem.)
 func TestFaultSharedStoreEventsInOrder(t *testing.T) {
 	mock := clock.NewMock()
 	mem := store.NewMemory(mock)
@@ -846,12 +848,13 @@ func TestFaultSharedStoreEventsInOrder(t *testing.T) {
 	hs.cut.Store(true)
 	p, err := y.Acquire(context.Background())
 	require.NoError(t, err)
-	p.Release(errBoom) // the store call fails: the store is lost
+	p.Release(errBoom)  // y's store call fails: y falls back
+	mock.Add(time.Hour) // the resync fails: the whole store is lost
 	var got []manager.Event
 	waitFor(t, 5*time.Second, "x's store_lost event", func() bool {
 		got = append(got, drain(events)...)
 		for _, e := range got {
-			if e.Name == "x" && e.Cause == breaker.CauseStoreLost {
+			if e.Name == "x" && e.Kind == manager.EventStoreLost {
 				return true
 			}
 		}

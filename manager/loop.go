@@ -182,7 +182,7 @@ func (m *Manager) register(req registerReq) {
 	if b.sharing != nil {
 		m.attach(b, b.sharing.st)
 		if req.sharedErr != nil {
-			m.storeDown(b.sharing.hub, req.sharedErr)
+			m.storeDown(b.sharing.hub, b, req.sharedErr)
 		} else {
 			m.reconcile(b, req.shared, req.sharedAt, b.mach.Snapshot().Gen)
 		}

@@ -28,9 +28,15 @@ import (
 //
 // plus the manual ones: any state -> open by ForceOpen, any state but closed
 // -> closed by Reset or a supervisor's restart, any state -> another by a
-// shared breaker following its store, and From == To for a store that was
-// lost or restored (not a change of state).
+// shared breaker following its store. Events of other kinds (a store lost
+// or restored) are not transitions: their Transition is zero.
 func checkEdge(e manager.Event) error {
+	if e.Kind != manager.EventTransition {
+		if e.Transition != (breaker.Transition{}) {
+			return fmt.Errorf("%s: a %v event carries the transition %v", e.Name, e.Kind, e.Transition)
+		}
+		return nil
+	}
 	from, to := e.Transition.From, e.Transition.To
 	if !from.Valid() || !to.Valid() {
 		return fmt.Errorf("%s: %v is not between two states", e.Name, e.Transition)
@@ -78,21 +84,15 @@ func checkEdge(e manager.Event) error {
 		if from == to {
 			return bad("following the store changes the state")
 		}
-	case breaker.CauseStoreLost, breaker.CauseStoreRestored:
-		if from != to {
-			return bad("losing or regaining the store is not a change of state")
-		}
 	default:
 		return bad("unknown cause")
 	}
 	return nil
 }
 
-// changesState reports whether an event with cause c is a change of state,
-// which takes the breaker to its next generation.
-func changesState(c breaker.Cause) bool {
-	return c != breaker.CauseStoreLost && c != breaker.CauseStoreRestored
-}
+// changesState reports whether e is a change of state, which takes the
+// breaker to its next generation.
+func changesState(e manager.Event) bool { return e.Kind == manager.EventTransition }
 
 // pathChecker follows the event stream of every breaker of a manager and
 // checks that each is a path through the state graph: every event is an
@@ -145,14 +145,17 @@ func (c *pathChecker) feed(e manager.Event) error {
 	if !ok {
 		pos = pathPos{breaker.Closed, 1}
 	}
+	if !changesState(e) {
+		if (e.Kind == manager.EventStoreLost || e.Kind == manager.EventStoreRestored) && e.Gen != pos.gen {
+			return fmt.Errorf("%s: a %v event has gen %d, want the breaker's %d", e.Name, e.Kind, e.Gen, pos.gen)
+		}
+		return nil
+	}
 	if e.Transition.From != pos.state {
 		return fmt.Errorf("%s: %v (cause %v, gen %d) does not start where the breaker was: %v at gen %d",
 			e.Name, e.Transition, e.Cause, e.Gen, pos.state, pos.gen)
 	}
-	want := pos.gen
-	if changesState(e.Cause) {
-		want++
-	}
+	want := pos.gen + 1
 	if e.Gen != want {
 		return fmt.Errorf("%s: %v (cause %v) has gen %d, want %d", e.Name, e.Transition, e.Cause, e.Gen, want)
 	}

@@ -191,7 +191,7 @@ func (l *load) onEvent(e manager.Event) {
 		return
 	}
 	w := l.timerWatch[e.Name]
-	if w == nil || !changesState(e.Cause) {
+	if w == nil || !changesState(e) {
 		return
 	}
 	if e.Cause == breaker.CauseTimer {

@@ -56,10 +56,10 @@ type sharing struct {
 	failures atomic.Int64 // window: the failures in the window, as the store last counted them
 	lease    atomic.Int64 // the next probe's lease, decided by Recover when the breaker opened
 	probe    atomic.Pointer[heldLease]
-	down     atomic.Bool // the store could not be reached: the fallback is in effect
+	down     atomic.Bool // the store could not be reached: the fallback is in effect; set by the loop once it applies
+	losing   atomic.Bool // a failed store call was reported to the loop, which has yet to apply the fallback
+	downAt   uint64      // owned by the loop: the hub's status calls started when the fallback applied
 	errors   atomic.Uint64
-
-	downEvented bool // owned by the loop: the outage was announced for this breaker
 }
 
 // heldLease is the probe lease this process holds.
@@ -74,7 +74,8 @@ type hub struct {
 	st       store.Store
 	breakers atomic.Pointer[[]*Breaker] // copy-on-write, written by the loop
 	cancel   context.CancelFunc
-	down     bool // owned by the loop: the store is unreachable
+	down     bool          // owned by the loop: the store is unreachable
+	asked    atomic.Uint64 // status calls started, numbered from 1
 }
 
 // storeMsg is a result of the store coming back to the loop.
@@ -95,6 +96,9 @@ type storeMsg struct {
 	// the store returned count from there, however late the reply is
 	// handled.
 	at time.Time
+	// seq numbers a status call among the hub's (hub.asked): only one
+	// started after a breaker fell back is news that its store answers.
+	seq uint64
 }
 
 type storeMsgKind uint8
@@ -120,6 +124,9 @@ func newSharing(name string, cfg Config) (*sharing, error) {
 	}
 	if cfg.Fallback > store.FailClosed {
 		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
+	}
+	if err := cfg.Store.Check(name); err != nil {
+		return nil, registerError(name, "Store", err)
 	}
 	sh := &sharing{st: cfg.Store, policy: p, fallback: cfg.Fallback}
 	if p.Window() {
@@ -147,7 +154,7 @@ func (m *Manager) attach(b *Breaker, st store.Store) {
 	h.breakers.Store(&list)
 	b.sharing.hub = h
 	if h.down {
-		b.sharing.down.Store(true)
+		m.fallBack(b)
 	}
 }
 
@@ -254,9 +261,9 @@ func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
 	for i, b := range list {
 		gens[i] = b.mach.Snapshot().Gen
 	}
-	at := m.clk.Now()
+	at, seq := m.clk.Now(), h.asked.Add(1)
 	st, err := h.st.Status(ctx, names)
-	return storeMsg{kind: msgStatus, names: list, gens: gens, statuses: st, err: err, at: at}
+	return storeMsg{kind: msgStatus, names: list, gens: gens, statuses: st, err: err, at: at, seq: seq}
 }
 
 // flushSuccesses reports the successes of a window policy counted since the
@@ -490,7 +497,7 @@ func (sh *sharing) leaseOf(gen uint64) string {
 func (b *Breaker) storeFailed(err error) {
 	sh := b.sharing
 	sh.errors.Add(1)
-	if sh.down.CompareAndSwap(false, true) {
+	if !sh.down.Load() && sh.losing.CompareAndSwap(false, true) {
 		b.mgr.sendStore(storeMsg{hub: sh.hub, b: b, kind: msgFailed, err: err})
 	}
 }
@@ -547,13 +554,13 @@ func (m *Manager) handleStore(msg storeMsg) {
 	h := msg.hub
 	switch msg.kind {
 	case msgFailed:
-		m.storeDown(h, msg.err)
+		m.storeDown(h, msg.b, msg.err)
 	case msgStatus:
 		if msg.err != nil {
-			m.storeDown(h, msg.err)
+			m.storeDown(h, msg.b, msg.err)
 			return
 		}
-		m.storeUp(h)
+		m.storeUp(h, msg)
 		for i, b := range msg.names {
 			if i < len(msg.statuses) {
 				m.reconcile(b, msg.statuses[i], msg.at, msg.gens[i])
@@ -567,7 +574,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		m.follow(b, msg.change, msg.at)
 	case msgOpened:
 		if msg.err != nil {
-			m.storeDown(h, msg.err)
+			m.storeDown(h, msg.b, msg.err)
 			return
 		}
 		if !msg.won {
@@ -576,7 +583,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		}
 	case msgResolved:
 		if msg.err != nil {
-			m.storeDown(h, msg.err)
+			m.storeDown(h, msg.b, msg.err)
 		}
 	}
 }
@@ -647,9 +654,9 @@ func (m *Manager) follow(b *Breaker, c store.Change, at time.Time) {
 			// stands now rather than trust the message's period.
 			h, gen := b.sharing.hub, s.Gen
 			m.goStore(h, func(ctx context.Context) storeMsg {
-				at := m.clk.Now()
+				at, seq := m.clk.Now(), h.asked.Add(1)
 				st, err := h.st.Status(ctx, []string{b.Name()})
-				return storeMsg{kind: msgStatus, names: []*Breaker{b}, gens: []uint64{gen}, statuses: st, err: err, at: at}
+				return storeMsg{b: b, kind: msgStatus, names: []*Breaker{b}, gens: []uint64{gen}, statuses: st, err: err, at: at, seq: seq}
 			})
 		}
 	case store.Closed:
@@ -681,49 +688,66 @@ func (m *Manager) mirror(b *Breaker, st breaker.State, from time.Time, d time.Du
 	}
 }
 
-// storeDown switches every breaker of the hub to its fallback, once per
-// outage.
-func (m *Manager) storeDown(h *hub, err error) {
+// storeDown switches breaker b to its fallback when a call of its own
+// failed, or, for b nil, every breaker of the hub when the hub's watch or
+// resync failed: one breaker's store error (a name the store refuses, say)
+// is that breaker's problem, not its store's.
+func (m *Manager) storeDown(h *hub, b *Breaker, err error) {
+	if b != nil {
+		if m.fallBack(b) {
+			m.log.Error("fusebox: store call failed; the breaker falls back", "breaker", b.Name(), "fallback", b.sharing.fallback.String(), "error", err)
+		}
+		return
+	}
 	list := *h.breakers.Load()
 	if !h.down {
 		h.down = true
 		m.log.Error("fusebox: store unreachable; shared breakers fall back", "breakers", len(list), "error", err)
 	}
 	for _, b := range list {
-		sh := b.sharing
-		first := sh.down.CompareAndSwap(false, true)
-		if !first && sh.downEvented {
-			continue
-		}
-		sh.downEvented = true
-		m.emitStore(b, breaker.CauseStoreLost)
-		switch sh.fallback {
-		case store.FailOpen:
-			m.mirror(b, breaker.Closed, time.Time{}, 0)
-		case store.FailClosed:
-			m.mirror(b, breaker.Open, time.Time{}, 0)
-		}
+		m.fallBack(b)
 	}
 }
 
-// storeUp ends the fallback of every breaker of the hub; the statuses that
-// came with the news reconcile them.
-func (m *Manager) storeUp(h *hub) {
-	if !h.down {
-		return
+// fallBack applies the breaker's fallback and only then sets StoreDown, so
+// that no caller reads StoreDown before the fallback is in effect. It
+// reports whether the breaker was not down yet.
+func (m *Manager) fallBack(b *Breaker) bool {
+	sh := b.sharing
+	sh.losing.Store(false)
+	if sh.down.Load() {
+		return false
 	}
-	h.down = false
-	list := *h.breakers.Load()
-	m.log.Info("fusebox: store reachable again; shared breakers follow it", "breakers", len(list))
+	sh.downAt = sh.hub.asked.Load()
+	switch sh.fallback {
+	case store.FailOpen:
+		m.mirror(b, breaker.Closed, time.Time{}, 0)
+	case store.FailClosed:
+		m.mirror(b, breaker.Open, time.Time{}, 0)
+	}
+	sh.down.Store(true)
+	m.emitStore(b, EventStoreLost)
+	return true
+}
+
+// storeUp ends the fallback of every breaker whose status msg, a status
+// call started after the breaker fell back, brought; the statuses reconcile
+// them.
+func (m *Manager) storeUp(h *hub, msg storeMsg) {
+	list := msg.names
+	if h.down && msg.b == nil {
+		h.down = false
+		m.log.Info("fusebox: store reachable again; shared breakers follow it", "breakers", len(list))
+	}
 	for _, b := range list {
 		sh := b.sharing
-		sh.downEvented = false
-		if !sh.down.CompareAndSwap(true, false) {
+		if !sh.down.Load() || msg.seq <= sh.downAt {
 			continue
 		}
+		sh.down.Store(false)
 		// The counter counted the outage's calls; the store counts again.
 		b.mach.Renew()
-		m.emitStore(b, breaker.CauseStoreRestored)
+		m.emitStore(b, EventStoreRestored)
 		s := b.mach.Snapshot()
 		switch {
 		case sh.fallback == store.FailClosed && s.State == breaker.Open && s.Until.IsZero():
@@ -742,11 +766,19 @@ func (m *Manager) storeUp(h *hub) {
 	}
 }
 
-// emitStore publishes a change of the breaker's link to its store: an event
-// whose transition stays in the state the breaker's events last left it in
-// (callers may be a step ahead; their steps come after this event).
-func (m *Manager) emitStore(b *Breaker, c breaker.Cause) {
-	m.emit(b, machine.Step{Transition: breaker.Transition{From: b.last, To: b.last}, Gen: b.nextGen - 1, At: m.clk.Now(), Cause: c})
+// emitStore publishes a change of the breaker's link to its store, an
+// event of kind k (EventStoreLost or EventStoreRestored): not a transition,
+// so its Transition is zero and its Gen the generation of the breaker's last
+// event.
+func (m *Manager) emitStore(b *Breaker, k EventKind) {
+	if len(m.subs) == 0 {
+		return
+	}
+	c := breaker.CauseStoreLost
+	if k == EventStoreRestored {
+		c = breaker.CauseStoreRestored
+	}
+	m.publish(b, Event{Kind: k, Name: b.Name(), At: m.clk.Now(), Cause: c, Gen: b.nextGen - 1})
 }
 
 // stopHubs ends every hub and waits for every store goroutine.

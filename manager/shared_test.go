@@ -370,8 +370,8 @@ func TestSharedFallbackLocal(t *testing.T) {
 	require.Equal(t, breaker.Open, b.State())
 	m.Sync()
 	ev := <-events
-	assert.Equal(t, breaker.CauseStoreLost, ev.Cause)
-	assert.Equal(t, ev.Transition.From, ev.Transition.To)
+	assert.Equal(t, manager.EventStoreLost, ev.Kind)
+	assert.Zero(t, ev.Transition, "losing the store is not a transition")
 	ev = <-events
 	assert.Equal(t, breaker.Transition{From: breaker.Closed, To: breaker.Open}, ev.Transition)
 
@@ -384,7 +384,8 @@ func TestSharedFallbackLocal(t *testing.T) {
 	})
 	m.Sync()
 	ev = <-events
-	assert.Equal(t, breaker.CauseStoreRestored, ev.Cause)
+	assert.Equal(t, manager.EventStoreRestored, ev.Kind)
+	assert.Zero(t, ev.Transition, "regaining the store is not a transition")
 }
 
 // With FailOpen an unreachable store lets every call through; with

@@ -222,6 +222,9 @@ func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
 	return out, nil
 }
 
+// Check implements Store: a Memory holds any name.
+func (m *Memory) Check(name string) error { return nil }
+
 // Watch implements Store.
 func (m *Memory) Watch(ctx context.Context, ready func(), fn func(Change)) error {
 	w := &memWatcher{ch: make(chan Change, watchBuffer)}

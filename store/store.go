@@ -74,6 +74,12 @@ type Store interface {
 	// may be missed, so a caller reads the state it needs after ready.
 	// Neither fn nor ready may block.
 	Watch(ctx context.Context, ready func(), fn func(Change)) error
+	// Check reports, without a round trip, why the store cannot hold the
+	// breaker name: a store built with bad options, or a name it cannot
+	// keep (for Redis, one whose keys would hash to different slots). The
+	// manager calls it at Register, which fails with its error; nil means
+	// the store can hold the breaker.
+	Check(name string) error
 }
 
 // Policy is a breaker's strategy in the terms a store evaluates. Exactly one

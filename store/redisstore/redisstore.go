@@ -63,7 +63,9 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // New returns a Store on client. An invalid option (a nil client, a prefix
-// with braces, a negative FailureTTL) is reported by every method's error.
+// with braces, a negative FailureTTL) is reported by Err, and by Check, so
+// that manager.Manager.Register of a breaker on this store fails with it;
+// every other method returns it too.
 func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL}
 	if s.prefix == "" {
@@ -82,6 +84,24 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	}
 	s.channel = s.prefix + ":changes"
 	return s
+}
+
+// Err returns the configuration error New found in its arguments, or nil.
+func (s *Store) Err() error { return s.err }
+
+// Check implements store.Store: it returns the configuration error New
+// found, or an error for a name whose keys would not share a hash tag. A
+// name that starts with '}' makes the tag of "prefix:{}name}:field" empty,
+// so Redis hashes each key whole and a Cluster puts them in different
+// slots, where no script can reach them together (CROSSSLOT).
+func (s *Store) Check(name string) error {
+	if s.err != nil {
+		return s.err
+	}
+	if strings.HasPrefix(name, "}") {
+		return fmt.Errorf("redisstore: breaker name %q starts with '}': its keys (%s) would hash to different slots of a Redis Cluster", name, s.Key(name, "open"))
+	}
+	return nil
 }
 
 // Key returns the key of a breaker's field ("failures", "window", "open" or

@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/internal/redistest"
+	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/store"
 	"github.com/fusebox-go/fusebox/store/redisstore"
 	"github.com/fusebox-go/fusebox/store/storetest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -69,4 +72,38 @@ func TestRedisFailoverConformance(t *testing.T) {
 		Advance: func(t *testing.T, d time.Duration) {},
 		Real:    true,
 	})
+}
+
+// A Store built with bad options, or a name whose keys cannot share one
+// slot, is an error at Register that names the breaker and the problem,
+// never a silent fallback.
+func TestRedisRefusedAtRegister(t *testing.T) {
+	srv := redistest.Start(t)
+	good := newClient(t, srv)
+	tests := []struct {
+		name  string
+		store *redisstore.Store
+		bname string
+		want  string
+	}{
+		{"nil client", redisstore.New(nil, redisstore.Options{}), "svc", "the client is nil"},
+		{"prefix with braces", redisstore.New(good, redisstore.Options{Prefix: "a{b}"}), "svc", "must not contain '{' or '}'"},
+		{"negative FailureTTL", redisstore.New(good, redisstore.Options{FailureTTL: -time.Second}), "svc", "FailureTTL must not be negative"},
+		{"name with an empty hash tag", redisstore.New(good, redisstore.Options{}), "}svc", "would hash to different slots"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := manager.Start(manager.Options{Logger: quiet})
+			defer m.Stop()
+			_, err := m.Register(tt.bname, manager.Config{Store: tt.store})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Contains(t, err.Error(), strconv.Quote(tt.bname), "the error names the breaker")
+			assert.Contains(t, err.Error(), "Config.Store")
+		})
+	}
+	m := manager.Start(manager.Options{Logger: quiet})
+	defer m.Stop()
+	_, err := m.Register("a}b", manager.Config{Store: redisstore.New(good, redisstore.Options{})})
+	assert.NoError(t, err, "a '}' after the first character keeps every key of the breaker in the tag {a}")
 }

@@ -153,25 +153,27 @@ func (r *replica) follow(events <-chan manager.Event) {
 		if !ok {
 			p = pos{breaker.Closed, 1}
 		}
-		switch e.Cause {
-		case breaker.CauseStoreLost, breaker.CauseStoreRestored:
-			if e.Cause == breaker.CauseStoreLost {
+		switch e.Kind {
+		case manager.EventStoreLost, manager.EventStoreRestored:
+			if e.Kind == manager.EventStoreLost {
 				r.lost[e.Name]++
 			} else {
 				r.restored[e.Name]++
 			}
-			if e.Transition.From != e.Transition.To {
-				r.chainErrs = append(r.chainErrs, fmt.Sprintf("%s: %v with cause %v changes the state", e.Name, e.Transition, e.Cause))
+			if e.Transition != (breaker.Transition{}) {
+				r.chainErrs = append(r.chainErrs, fmt.Sprintf("%s: a %v event carries the transition %v", e.Name, e.Kind, e.Transition))
 			}
-			if e.Transition.From != p.st || e.Gen != p.gen {
-				r.orderErrs = append(r.orderErrs, fmt.Sprintf("%s: %v (%v) at gen %d, published when the breaker's last event had left it %v at gen %d",
-					e.Name, e.Transition, e.Cause, e.Gen, p.st, p.gen))
+			if e.Gen != p.gen {
+				r.orderErrs = append(r.orderErrs, fmt.Sprintf("%s: %v at gen %d, published when the breaker's last event had left it %v at gen %d",
+					e.Name, e.Kind, e.Gen, p.st, p.gen))
 			}
 		default:
 			if e.Transition.From != p.st || e.Gen != p.gen+1 {
 				r.chainErrs = append(r.chainErrs, fmt.Sprintf("%s: %v (%v, gen %d) after %v at gen %d", e.Name, e.Transition, e.Cause, e.Gen, p.st, p.gen))
 			}
 			if e.Transition.From == e.Transition.To && e.Cause != breaker.CauseForceOpen {
+				// A store lost or restored is its own kind of event, never
+				// a from==to transition.
 				r.chainErrs = append(r.chainErrs, fmt.Sprintf("%s: %v with cause %v does not change the state", e.Name, e.Transition, e.Cause))
 			}
 			last[e.Name] = pos{e.Transition.To, e.Gen}

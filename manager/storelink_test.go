@@ -1,0 +1,99 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// refusing is a real store that refuses the failures of one breaker, as a
+// Redis Cluster refuses a script whose keys hash to different slots.
+type refusing struct {
+	store.Store
+	name string
+}
+
+var errRefused = errors.New("refused by the test")
+
+func (r *refusing) RecordFailure(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
+	if name == r.name {
+		return store.Verdict{}, errRefused
+	}
+	return r.Store.RecordFailure(ctx, name, p, n)
+}
+
+// One breaker's store error switches that breaker to its fallback, and no
+// other breaker of the same store.
+func TestSharedStoreErrorIsTheBreakersOwn(t *testing.T) {
+	mock := clock.NewMock()
+	st := &refusing{Store: store.NewMemory(mock), name: "bad"}
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger})
+	t.Cleanup(m.Stop)
+	events, cancel := m.Subscribe(64)
+	defer cancel()
+	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 2}, Store: st, Recover: recover.BasicTimeout{Open: time.Minute}}
+	bad := register(t, m, "bad", cfg)
+	good := register(t, m, "good", cfg)
+
+	fail(t, bad, 1)
+	m.Sync()
+	// (bad's fallback ends with the next status the store answers, which
+	// may come at any time: only its events tell that it fell back.)
+	assert.Equal(t, uint64(1), bad.Stats().StoreErrors)
+	assert.False(t, good.Stats().StoreDown, "another breaker of the same store does not")
+	assert.Zero(t, good.Stats().StoreErrors)
+	fail(t, good, 2)
+	require.Equal(t, breaker.Open, good.State())
+	eventually(t, "the healthy breaker's opening reaches the store", func() bool {
+		s, err := st.Status(context.Background(), []string{"good"})
+		return err == nil && s[0].Open > 0
+	})
+	m.Sync()
+
+	var kinds []manager.EventKind
+	for _, e := range drain(events) {
+		switch {
+		case e.Name == "bad":
+			kinds = append(kinds, e.Kind)
+			assert.Zero(t, e.Transition, "a store event is not a transition")
+		case e.Kind != manager.EventTransition:
+			t.Errorf("good: a %v event; only bad's store call failed", e.Kind)
+		}
+	}
+	require.NotEmpty(t, kinds, "bad's events")
+	assert.Equal(t, manager.EventStoreLost, kinds[0], "bad's first event")
+}
+
+// StoreDown reads true only once the fallback is in effect: a FailClosed
+// breaker whose Stats say the store is down declines calls.
+func TestSharedStoreDownOnlyOnceTheFallbackApplies(t *testing.T) {
+	mock := clock.NewMock()
+	st := &watched{Store: store.NewMemory(mock)}
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger})
+	t.Cleanup(m.Stop)
+	b := register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 100}, Store: st, Fallback: store.FailClosed})
+	st.cut.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !b.Stats().StoreDown {
+			p, err := b.Acquire(context.Background())
+			if err == nil {
+				p.Release(errBoom)
+			}
+		}
+		_, err := b.Acquire(context.Background())
+		assert.ErrorIs(t, err, breaker.ErrOpen, "StoreDown read true before FailClosed declined calls")
+	}()
+	<-done
+}
