@@ -32,3 +32,13 @@ type Counter interface {
 	// counters return false, and callers then never read the clock for them.
 	UsesClock() bool
 }
+
+// Windowed is implemented by a Counter that keeps a window of recent
+// outcomes (FailureRate, TimeWindow, but not Consecutive), so that the
+// failure rate the strategy trips on can be shown.
+type Windowed interface {
+	// Window returns the calls and failures in the window as of now (now
+	// is only read by counters whose UsesClock is true). It may be called
+	// concurrently with Record.
+	Window(now time.Time) (calls, failures uint64)
+}

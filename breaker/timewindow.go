@@ -255,3 +255,19 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 }
 
 func (c *timeCounter) UsesClock() bool { return true }
+
+// Window implements Windowed: the buckets of the period that ends at now.
+func (c *timeCounter) Window(now time.Time) (calls, failures uint64) {
+	if c.base.Load() == nil {
+		return 0, 0 // no call yet; index would start the numbering
+	}
+	epoch := uint64(c.index(now)) & epochMask
+	for i := range c.buckets {
+		e, cs, fs := unpack(c.buckets[i].Load())
+		if (epoch-e)&epochMask < uint64(c.n) {
+			calls += cs
+			failures += fs
+		}
+	}
+	return calls, failures
+}

@@ -118,3 +118,24 @@ func BenchmarkDo(b *testing.B) {
 		br.Do(ctx, fn)
 	}
 }
+
+// BenchmarkTimeCalls measures what Config.TimeCalls costs a closed call:
+// two reads of the real clock and one histogram update, side by side with
+// the same call untimed.
+func BenchmarkTimeCalls(b *testing.B) {
+	for _, timed := range []bool{false, true} {
+		name := "untimed"
+		if timed {
+			name = "timed"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, br := benchBreaker(b, manager.Config{TimeCalls: timed})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				p, _ := br.Acquire(ctx)
+				p.Release(nil)
+			}
+		})
+	}
+}

@@ -23,7 +23,9 @@ type Breaker struct {
 	slowCall    atomic.Int64  // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	last        breaker.State // owned by the manager: the state its handled steps left the breaker in
 	mgr         *Manager
-	sharing     *sharing // nil unless the breaker is shared through a store
+	sharing     *sharing                  // nil unless the breaker is shared through a store
+	durations   atomic.Pointer[durations] // nil unless Config.TimeCalls
+	timesCalls  atomic.Bool               // slowCall > 0 || durations != nil: permits carry their start
 	stats       stripe.Counters
 
 	// Owned by the manager's goroutine.
@@ -79,7 +81,8 @@ type Permit struct {
 	b *Breaker
 	t machine.Ticket
 	// start is 1 + Manager.elapsed at Acquire for a breaker that times its
-	// calls (Config.SlowCall), and zero for one that does not.
+	// calls (Config.SlowCall, Config.TimeCalls), and zero for one that
+	// does not.
 	start time.Duration
 }
 
@@ -106,7 +109,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	s := b.mach.Snapshot()
 	if s.Admits() {
 		p := Permit{b: b, t: machine.Ticket{Gen: s.Gen}}
-		if b.slowCall.Load() > 0 {
+		if b.timesCalls.Load() {
 			p.start = b.started()
 		}
 		return p, nil
@@ -153,7 +156,7 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 // its calls.
 func (b *Breaker) permit(t machine.Ticket) Permit {
 	p := Permit{b: b, t: t}
-	if b.slowCall.Load() > 0 {
+	if b.timesCalls.Load() {
 		p.start = b.started()
 	}
 	return p
@@ -161,14 +164,6 @@ func (b *Breaker) permit(t machine.Ticket) Permit {
 
 // started is a timed permit's start: never zero, which means untimed.
 func (b *Breaker) started() time.Duration { return max(b.mgr.elapsed(), 0) + 1 }
-
-// slow reports whether the call of p took at least the breaker's SlowCall.
-// A permit granted untimed (before Reconfigure set a SlowCall) is not slow.
-func (p Permit) slow() bool {
-	b := p.b
-	d := time.Duration(b.slowCall.Load())
-	return d > 0 && p.start > 0 && b.mgr.elapsed()-(p.start-1) >= d
-}
 
 // Release reports the result of the call, classified by the breaker's
 // Classifier. See ReleaseOutcome.
@@ -214,9 +209,15 @@ func (p Permit) release(o classify.Outcome, err error) {
 	if !o.Valid() {
 		o = classify.Failure
 	}
-	if p.start != 0 && p.slow() {
-		b.stats.Add(statSlow)
-		o = classify.Failure
+	if p.start != 0 {
+		d := b.mgr.elapsed() - (p.start - 1)
+		if h := b.durations.Load(); h != nil {
+			h.observe(d)
+		}
+		if slow := time.Duration(b.slowCall.Load()); slow > 0 && d >= slow {
+			b.stats.Add(statSlow)
+			o = classify.Failure
+		}
 	}
 	b.stats.Add(outcomeStat(o))
 	if p.t.Probe {

@@ -210,7 +210,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	}
 	b := &Breaker{mgr: m, rec: cfg.Recover}
 	b.setClassifier(cfg.Classify, custom == nil)
-	b.slowCall.Store(int64(cfg.SlowCall))
+	b.setTiming(cfg)
 	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)
 	}

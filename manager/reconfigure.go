@@ -135,7 +135,7 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 		b.rec, b.recState = cfg.Recover, recState
 	}
 	b.setClassifier(cfg.Classify, req.nilSucceeds)
-	b.slowCall.Store(int64(cfg.SlowCall))
+	b.setTiming(cfg)
 	if fresh {
 		m.handleNote(note{b: b, step: step, kind: EventReconfigured})
 	} else {

@@ -43,6 +43,18 @@ type Stats struct {
 	// because its buffer was full (once per subscriber that lost it).
 	DroppedEvents uint64
 
+	// Windowed is set for a strategy that keeps a window of recent calls
+	// (breaker.FailureRate, breaker.TimeWindow). WindowCalls and
+	// WindowFailures are then the calls and failures in it: of the current
+	// closed period or, while the breaker is not closed, of the closed
+	// period that ended when it opened. Without a window both are zero.
+	Windowed                    bool
+	WindowCalls, WindowFailures uint64
+
+	// Durations is the histogram of the durations of released calls,
+	// for a breaker registered with Config.TimeCalls; nil otherwise.
+	Durations *Durations
+
 	// Shared is set for a breaker shared through a store (Config.Store).
 	Shared bool
 	// StoreDown is set while the store cannot be reached and the
@@ -73,6 +85,14 @@ func (b *Breaker) Stats() Stats {
 		DroppedEvents: b.dropped.Load(),
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined
+	var now time.Time
+	if b.mach.UsesClock() {
+		now = b.mgr.clk.Now()
+	}
+	st.WindowCalls, st.WindowFailures, st.Windowed = b.mach.Window(now)
+	if h := b.durations.Load(); h != nil {
+		st.Durations = h.read()
+	}
 	if sh := b.sharing; sh != nil {
 		st.Shared = true
 		st.StoreDown = sh.down.Load()

@@ -31,7 +31,11 @@ import (
 // publishing it, so a Snapshot may be read freely by any goroutine.
 type Snapshot struct {
 	breaker.Snapshot
-	counter breaker.Counter // the closed period's own counter; nil in other states
+	// counter is the closed period's own counter. In other states it is
+	// the counter of the closed period that ended when the breaker opened
+	// (nil if none), kept only so that Window can show the rate it
+	// tripped on: Current hands it to no call.
+	counter breaker.Counter
 }
 
 // Ticket is what an admitted call holds until it reports its outcome: the
@@ -213,6 +217,23 @@ func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, er
 	return step, ok, nil
 }
 
+// Window returns the calls and failures in the window of the breaker's
+// strategy: of the current closed period as of now, or, while the breaker is
+// not closed, of the closed period that ended when it opened, as of then.
+// ok is false for a strategy without a window (see breaker.Windowed).
+func (m *Machine) Window(now time.Time) (calls, failures uint64, ok bool) {
+	s := m.cur.Load()
+	w, ok := s.counter.(breaker.Windowed)
+	if !ok {
+		return 0, 0, false
+	}
+	if s.State != breaker.Closed {
+		now = s.Since
+	}
+	calls, failures = w.Window(now)
+	return calls, failures, true
+}
+
 // Snapshot returns the current state.
 func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
 
@@ -230,6 +251,8 @@ func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classi
 	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false)
 	if to == breaker.Closed {
 		next.counter = m.newCounter()
+	} else {
+		next.counter = from.counter
 	}
 	if !m.cur.CompareAndSwap(from, next) {
 		return Step{}, false
@@ -347,6 +370,7 @@ func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
 			return false
 		}
 		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false)
+		next.counter = s.counter
 		if m.cur.CompareAndSwap(s, next) {
 			return true
 		}
@@ -433,6 +457,7 @@ func (m *Machine) halt(removed bool) bool {
 		next := &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
 			State: s.State, Gen: s.Gen + 1, Since: s.Since, Until: s.Until, Forced: s.Forced, Halted: true, Removed: removed,
 		})}
+		next.counter = s.counter
 		if m.cur.CompareAndSwap(s, next) {
 			return true
 		}
@@ -457,6 +482,8 @@ func (m *Machine) Mirror(st breaker.State, until, now time.Time) (Step, bool) {
 		next := m.snapshot(st, s.Gen+1, now, until, false, false)
 		if st == breaker.Closed {
 			next.counter = m.newCounter()
+		} else {
+			next.counter = s.counter
 		}
 		if m.cur.CompareAndSwap(s, next) {
 			return Step{Transition: breaker.Transition{From: s.State, To: st}, Gen: next.Gen, At: now, Cause: breaker.CauseShared}, true

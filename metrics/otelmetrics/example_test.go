@@ -8,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/metrics/otelmetrics"
+	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -26,7 +27,7 @@ func Example() {
 	reader := sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer provider.Shutdown(context.Background())
-	reg, err := otelmetrics.Register(m, provider.Meter("example"), otelmetrics.Options{})
+	reg, err := otelmetrics.Register(m, otelmetrics.Options{MeterProvider: provider})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,7 +49,9 @@ func Example() {
 			for _, p := range mt.Data.(metricdata.Sum[int64]).DataPoints {
 				from, _ := p.Attributes.Value("from")
 				to, _ := p.Attributes.Value("to")
-				fmt.Printf("%s -> %s: %d\n", from.Emit(), to.Emit(), p.Value)
+				if p.Value > 0 { // every pair of states is reported, from zero
+					fmt.Printf("%s -> %s: %d\n", from.String(), to.String(), p.Value)
+				}
 			}
 		}
 	}
@@ -58,14 +61,16 @@ func Example() {
 }
 
 // In a program, the provider's reader is usually a periodic reader with an
-// exporter; the adapter does not care which.
-func Example_provider() {
+// exporter, and the provider is set as the global one, which Register
+// uses by default.
+func Example_globalProvider() {
 	m := manager.Start(manager.Options{})
 	defer m.Stop()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer provider.Shutdown(context.Background())
+	otel.SetMeterProvider(provider)
 
-	reg, err := otelmetrics.Register(m, provider.Meter("fusebox"), otelmetrics.Options{})
+	reg, err := otelmetrics.Register(m, otelmetrics.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,45 +1,61 @@
-// Package otelmetrics reports the breakers of a fusebox manager through an
-// OpenTelemetry meter.
+// Package otelmetrics reports the breakers of a fusebox manager through
+// OpenTelemetry metrics.
 //
-// Register creates asynchronous (observable) instruments and one callback.
-// Whenever the meter's reader collects, the callback reads every breaker's
-// counters and state (manager.Breaker.Stats) and the transitions counted
-// from the manager's events (manager.Manager.Subscribe), so calls through a
-// breaker do no extra work for it:
+// Register creates asynchronous (observable) instruments on a meter of the
+// provider in Options.MeterProvider (the global one, otel.GetMeterProvider,
+// by default), named after this package (ScopeName) with the module's
+// version, and one callback. Whenever a reader of the provider collects, the
+// callback reads every breaker's counters and state
+// (manager.Breaker.Stats) and the transitions counted from the manager's
+// events (manager.Manager.Watch), so calls through a breaker do no extra
+// work for it:
 //
-//	reg, err := otelmetrics.Register(m, provider.Meter("fusebox"), otelmetrics.Options{})
+//	reg, err := otelmetrics.Register(m, otelmetrics.Options{MeterProvider: provider})
 //	if err != nil { ... }
 //	defer reg.Close()
 //
 // The instruments, each with a "breaker" attribute naming the breaker
-// (Options.Prefix replaces the "fusebox" prefix):
+// (Options.Prefix replaces the "fusebox" prefix), and the name the
+// OpenTelemetry Prometheus exporter gives each, which is the name package
+// prommetrics uses, so that one query serves both:
 //
-//	fusebox.breaker.state               gauge, attribute state: 1 for the current state, 0 for the other three
-//	fusebox.breaker.forced_open         gauge: 1 while forced open by hand
-//	fusebox.breaker.calls               counter {call}, attribute outcome: released calls (success, failure, ignore)
-//	fusebox.breaker.declined_calls      counter {call}: calls declined by an open or probing breaker
-//	fusebox.breaker.stale_releases      counter {release}: releases of permits from an earlier state
-//	fusebox.breaker.dropped_events      counter {event}: events any subscriber lost to a full buffer
-//	fusebox.breaker.transitions         counter {transition}, attributes from and to: transitions seen since Register
-//	fusebox.breaker.missed_transitions  counter {transition}: transitions lost to this adapter's full buffer
+//	fusebox.breaker.state               gauge, attribute state: 1 for the current state, 0 for the other three (fusebox_breaker_state)
+//	fusebox.breaker.forced_open         gauge: 1 while forced open by hand (fusebox_breaker_forced_open)
+//	fusebox.breaker.failure_rate        gauge: failures/calls in the strategy's window, windowed strategies only (fusebox_breaker_failure_rate)
+//	fusebox.breaker.store_down          gauge: 1 while a shared breaker cannot reach its store, shared breakers only (fusebox_breaker_store_down)
+//	fusebox.breaker.calls               counter {call}, attribute outcome: released calls (fusebox_breaker_calls_total)
+//	fusebox.breaker.declined_calls      counter {call}: calls declined by an open or probing breaker (fusebox_breaker_declined_calls_total)
+//	fusebox.breaker.stale_releases      counter {release}: releases of permits from an earlier state (fusebox_breaker_stale_releases_total)
+//	fusebox.breaker.dropped_events      counter {event}: events any subscriber lost to a full buffer (fusebox_breaker_dropped_events_total)
+//	fusebox.breaker.transitions         counter {transition}, attributes from and to: every pair of states, from zero (fusebox_breaker_transitions_total)
+//	fusebox.breaker.missed_transitions  counter {transition}: transitions lost to this adapter's full buffer (fusebox_breaker_missed_transitions_total)
+//	fusebox.breaker.store_errors        counter {error}: failed store calls, shared breakers only (fusebox_breaker_store_errors_total)
+//	fusebox.manager.halted              gauge: 1 once the manager has stopped (fusebox_manager_halted)
 //
-// Counters are cumulative. The call counters are the manager's own and count
-// from the breaker's registration; the transition counters count from
-// Register. A transition lost because the adapter's event buffer was full is
-// found as a gap in the breaker's generation numbers when its next
-// transition arrives, and counted in missed_transitions.
+// The gauges have no unit: the unit "1" would make the exporter add
+// "_ratio" to their names. The call-duration histogram of prommetrics has
+// no counterpart here: the OpenTelemetry API has no asynchronous histogram.
+//
+// Counters are cumulative. The call counters are the manager's own and
+// count from the breaker's registration; the transition counters count
+// from Register. A transition lost because the adapter's event buffer was
+// full is reported by the manager with the breaker's next event, and
+// counted in missed_transitions. A breaker removed from the manager is
+// reported no more.
 package otelmetrics
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/metrics/internal/tally"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -48,8 +64,39 @@ import (
 // Options.Prefix is empty.
 const DefaultPrefix = "fusebox"
 
+// ScopeName is the instrumentation scope of the meter Register uses: this
+// package's import path.
+const ScopeName = "github.com/fusebox-go/fusebox/metrics/otelmetrics"
+
+// Version returns the version of this package's module as the program was
+// built with it, the scope's version: "(devel)" when it is the main module
+// or built from a workspace, empty when the program has no build
+// information.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	const mod = ScopeName
+	if bi.Main.Path == mod {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == mod {
+			if d.Replace != nil && d.Replace.Version != "" {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "(devel)"
+}
+
 // Options configure Register. The zero value is valid.
 type Options struct {
+	// MeterProvider provides the meter. Nil means the global provider,
+	// otel.GetMeterProvider(), as set by the program.
+	MeterProvider metric.MeterProvider
 	// Prefix is the first part of every instrument name, before
 	// ".breaker.". Empty means DefaultPrefix. The meter rejects names that
 	// are not valid instrument names, and Register returns its error.
@@ -58,8 +105,8 @@ type Options struct {
 	// several managers of one process apart.
 	Attributes []attribute.KeyValue
 	// EventBuffer is the buffer of the adapter's subscription to the
-	// manager's events. Below 1 means 1024; above manager.MaxSubscribeBuffer
-	// is an error. Transitions that arrive while
+	// manager's events. Below 1 means 1024; above
+	// manager.MaxSubscribeBuffer is an error. Transitions that arrive while
 	// it is full are counted in missed_transitions instead.
 	EventBuffer int
 }
@@ -74,50 +121,66 @@ type Registration struct {
 	once  sync.Once
 	err   error
 
-	state, forced                                        metric.Int64ObservableGauge
-	calls, declined, stale, dropped, transitions, missed metric.Int64ObservableCounter
+	state, forced, storeDown, halted                                  metric.Int64ObservableGauge
+	rate                                                              metric.Float64ObservableGauge
+	calls, declined, stale, dropped, transitions, missed, storeErrors metric.Int64ObservableCounter
 }
 
-// Register creates the instruments on meter and reports every breaker of m
-// through them, including breakers registered later. It subscribes to m's
-// events at once, so transitions are counted from now on. It fails if m or
-// meter is nil or the meter rejects an instrument; nothing is left
-// registered or subscribed then.
-func Register(m *manager.Manager, meter metric.Meter, opts Options) (*Registration, error) {
+// Register creates the instruments on a meter of opts.MeterProvider and
+// reports every breaker of m through them, including breakers registered
+// later. It subscribes to m's events at once, so transitions are counted
+// from now on. It fails if m is nil, opts.EventBuffer is too large or the
+// meter rejects an instrument; nothing is left registered or subscribed
+// then.
+func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	if m == nil {
 		return nil, errors.New("fusebox: otelmetrics.Register: the manager is nil")
 	}
-	if meter == nil {
-		return nil, errors.New("fusebox: otelmetrics.Register: the meter is nil")
+	provider := opts.MeterProvider
+	if provider == nil {
+		provider = otel.GetMeterProvider()
 	}
+	meter := provider.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
 	prefix := opts.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	r := &Registration{m: m, attrs: append([]attribute.KeyValue(nil), opts.Attributes...)}
 	var errs []error
-	gauge := func(name, desc string) metric.Int64ObservableGauge {
-		g, err := meter.Int64ObservableGauge(prefix+".breaker."+name, metric.WithDescription(desc), metric.WithUnit("1"))
+	check := func(name string, err error) {
 		if err != nil {
-			errs = append(errs, fmt.Errorf("instrument %q: %w", prefix+".breaker."+name, err))
+			errs = append(errs, fmt.Errorf("instrument %q: %w", name, err))
 		}
+	}
+	gauge := func(name, desc string) metric.Int64ObservableGauge {
+		name = prefix + ".breaker." + name
+		g, err := meter.Int64ObservableGauge(name, metric.WithDescription(desc))
+		check(name, err)
 		return g
 	}
 	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, err := meter.Int64ObservableCounter(prefix+".breaker."+name, metric.WithDescription(desc), metric.WithUnit(unit))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("instrument %q: %w", prefix+".breaker."+name, err))
-		}
+		name = prefix + ".breaker." + name
+		c, err := meter.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		check(name, err)
 		return c
 	}
 	r.state = gauge("state", "Whether the breaker is in the state: 1 for its current state, 0 for the others.")
 	r.forced = gauge("forced_open", "1 while the breaker is forced open by hand, 0 otherwise.")
+	r.storeDown = gauge("store_down", "1 while the shared breaker cannot reach its store and follows its fallback, 0 otherwise.")
+	var err error
+	r.rate, err = meter.Float64ObservableGauge(prefix+".breaker.failure_rate",
+		metric.WithDescription("Failures divided by calls in the window of the breaker's strategy; while not closed, of the window it opened on."))
+	check(prefix+".breaker.failure_rate", err)
+	r.halted, err = meter.Int64ObservableGauge(prefix+".manager.halted",
+		metric.WithDescription("1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call."))
+	check(prefix+".manager.halted", err)
 	r.calls = counter("calls", "{call}", "Calls released through the breaker, by outcome.")
 	r.declined = counter("declined_calls", "{call}", "Calls declined by the breaker while open or probing.")
 	r.stale = counter("stale_releases", "{release}", "Releases of permits granted before the breaker last changed state; they changed nothing.")
 	r.dropped = counter("dropped_events", "{event}", "The breaker's events that a subscriber of the manager lost because its buffer was full.")
 	r.transitions = counter("transitions", "{transition}", "Transitions of the breaker seen since the adapter was registered.")
 	r.missed = counter("missed_transitions", "{transition}", "Transitions of the breaker the adapter did not see because its event buffer was full.")
+	r.storeErrors = counter("store_errors", "{error}", "Calls of the shared breaker to its store that failed.")
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: %w", errors.Join(errs...))
 	}
@@ -126,7 +189,8 @@ func Register(m *manager.Manager, meter metric.Meter, opts Options) (*Registrati
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: Options.EventBuffer: %w", err)
 	}
 	r.tally = t
-	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.calls, r.declined, r.stale, r.dropped, r.transitions, r.missed)
+	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.storeDown, r.halted, r.rate,
+		r.calls, r.declined, r.stale, r.dropped, r.transitions, r.missed, r.storeErrors)
 	if err != nil {
 		r.tally.Close()
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: callback: %w", err)
@@ -140,33 +204,52 @@ var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, 
 // observe is the meter's callback: one measurement per breaker and
 // attribute set.
 func (r *Registration) observe(_ context.Context, o metric.Observer) error {
-	counts := r.tally.Counts()
+	r.tally.Sync()
+	halted := int64(0)
+	select {
+	case <-r.m.Done():
+		halted = 1
+	default:
+	}
+	o.ObserveInt64(r.halted, halted, metric.WithAttributes(r.attrs...))
 	for _, b := range r.m.Breakers() {
 		st := b.Stats()
 		base := append(r.attrs[:len(r.attrs):len(r.attrs)], attribute.String("breaker", strings.ToValidUTF8(st.Name, "\uFFFD")))
+		plain := metric.WithAttributes(base...)
 		with := func(kv ...attribute.KeyValue) metric.MeasurementOption {
 			return metric.WithAttributes(append(base[:len(base):len(base)], kv...)...)
 		}
 		for _, s := range states {
 			o.ObserveInt64(r.state, boolValue(st.State == s), with(attribute.String("state", s.String())))
 		}
-		o.ObserveInt64(r.forced, boolValue(st.Forced), with())
+		o.ObserveInt64(r.forced, boolValue(st.Forced), plain)
 		o.ObserveInt64(r.calls, int64(st.Successes), with(attribute.String("outcome", "success")))
 		o.ObserveInt64(r.calls, int64(st.Failures), with(attribute.String("outcome", "failure")))
 		o.ObserveInt64(r.calls, int64(st.Ignored), with(attribute.String("outcome", "ignore")))
-		o.ObserveInt64(r.declined, int64(st.Declined), with())
-		o.ObserveInt64(r.stale, int64(st.Stale), with())
-		o.ObserveInt64(r.dropped, int64(st.DroppedEvents), with())
-		n := counts[st.Name]
+		o.ObserveInt64(r.declined, int64(st.Declined), plain)
+		o.ObserveInt64(r.stale, int64(st.Stale), plain)
+		o.ObserveInt64(r.dropped, int64(st.DroppedEvents), plain)
+		n := r.tally.Get(st.Name)
 		for _, from := range states {
 			for _, to := range states {
-				if v := n.Transitions[from][to]; v > 0 {
-					o.ObserveInt64(r.transitions, int64(v),
+				if from != to {
+					o.ObserveInt64(r.transitions, int64(n.Transitions[from][to]),
 						with(attribute.String("from", from.String()), attribute.String("to", to.String())))
 				}
 			}
 		}
-		o.ObserveInt64(r.missed, int64(n.Missed), with())
+		o.ObserveInt64(r.missed, int64(n.Missed), plain)
+		if st.Windowed {
+			rate := 0.0
+			if st.WindowCalls > 0 {
+				rate = float64(st.WindowFailures) / float64(st.WindowCalls)
+			}
+			o.ObserveFloat64(r.rate, rate, plain)
+		}
+		if st.Shared {
+			o.ObserveInt64(r.storeDown, boolValue(st.StoreDown), plain)
+			o.ObserveInt64(r.storeErrors, int64(st.StoreErrors), plain)
+		}
 	}
 	return nil
 }

@@ -56,7 +56,8 @@ func setup(t *testing.T, opts otelmetrics.Options) *fixture {
 	f.reader = sdkmetric.NewManualReader()
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
 	t.Cleanup(func() { require.NoError(t, provider.Shutdown(context.Background())) })
-	f.reg, err = otelmetrics.Register(f.m, provider.Meter("fusebox-test"), opts)
+	opts.MeterProvider = provider
+	f.reg, err = otelmetrics.Register(f.m, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, f.reg.Close()) })
 	return f
@@ -74,6 +75,11 @@ func (f *fixture) collect(t *testing.T) map[string]int64 {
 		for _, mt := range sm.Metrics {
 			var points []metricdata.DataPoint[int64]
 			switch data := mt.Data.(type) {
+			case metricdata.Gauge[float64]:
+				assert.True(t, isGauge(mt.Name), "%s: a counter reported as a gauge", mt.Name)
+				for _, p := range data.DataPoints {
+					out[mt.Name+key(p.Attributes)] = int64(math.Round(p.Value * 1000)) // in thousandths
+				}
 			case metricdata.Sum[int64]:
 				assert.True(t, data.IsMonotonic, "%s is monotonic", mt.Name)
 				assert.Equal(t, metricdata.CumulativeTemporality, data.Temporality, "%s is cumulative", mt.Name)
@@ -94,13 +100,18 @@ func (f *fixture) collect(t *testing.T) map[string]int64 {
 }
 
 func isGauge(name string) bool {
-	return strings.HasSuffix(name, ".breaker.state") || strings.HasSuffix(name, ".breaker.forced_open")
+	for _, g := range []string{".breaker.state", ".breaker.forced_open", ".breaker.failure_rate", ".breaker.store_down", ".manager.halted"} {
+		if strings.HasSuffix(name, g) {
+			return true
+		}
+	}
+	return false
 }
 
 func key(s attribute.Set) string {
 	var kv []string
 	for _, a := range s.ToSlice() {
-		kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.Emit()))
+		kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
 	}
 	sort.Strings(kv)
 	return "{" + strings.Join(kv, ",") + "}"
@@ -163,15 +174,30 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 		"fusebox.breaker.dropped_events{breaker=payments}":        0,
 		"fusebox.breaker.dropped_events{breaker=search}":          0,
 
-		"fusebox.breaker.transitions{breaker=payments,from=closed,to=open}":       2,
-		"fusebox.breaker.transitions{breaker=payments,from=open,to=half_open}":    2,
-		"fusebox.breaker.transitions{breaker=payments,from=half_open,to=probing}": 2,
-		"fusebox.breaker.transitions{breaker=payments,from=probing,to=open}":      1,
-		"fusebox.breaker.transitions{breaker=payments,from=probing,to=closed}":    1,
-		"fusebox.breaker.transitions{breaker=search,from=closed,to=open}":         1,
-		"fusebox.breaker.transitions{breaker=search,from=open,to=closed}":         1,
-		"fusebox.breaker.missed_transitions{breaker=payments}":                    0,
-		"fusebox.breaker.missed_transitions{breaker=search}":                      0,
+		"fusebox.breaker.missed_transitions{breaker=payments}": 0,
+		"fusebox.breaker.missed_transitions{breaker=search}":   0,
+		"fusebox.manager.halted{}":                             0,
+	}
+	// Every pair of states has its series, at zero until it happens.
+	for _, name := range []string{"payments", "search"} {
+		for _, from := range states {
+			for _, to := range states {
+				if from != to {
+					want[fmt.Sprintf("fusebox.breaker.transitions{breaker=%s,from=%s,to=%s}", name, from, to)] = 0
+				}
+			}
+		}
+	}
+	for k, v := range map[string]int64{
+		"payments,from=closed,to=open":       2,
+		"payments,from=open,to=half_open":    2,
+		"payments,from=half_open,to=probing": 2,
+		"payments,from=probing,to=open":      1,
+		"payments,from=probing,to=closed":    1,
+		"search,from=closed,to=open":         1,
+		"search,from=open,to=closed":         1,
+	} {
+		want["fusebox.breaker.transitions{breaker="+k+"}"] = v
 	}
 	assert.Equal(t, want, f.collect(t))
 
@@ -185,6 +211,8 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 	assert.Equal(t, int64(1), got["fusebox.breaker.transitions{breaker=payments,from=open,to=closed}"])
 	assert.Equal(t, int64(1), got["fusebox.breaker.state{breaker=payments,state=closed}"])
 }
+
+var states = []string{"closed", "open", "half_open", "probing"}
 
 func TestAdapterOptions(t *testing.T) {
 	f := setup(t, otelmetrics.Options{
@@ -235,16 +263,13 @@ func TestAdapterClose(t *testing.T) {
 func TestRegisterRejectsBadInput(t *testing.T) {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer func() { require.NoError(t, provider.Shutdown(context.Background())) }()
-	meter := provider.Meter("test")
 	m := manager.Start(manager.Options{Clock: clock.NewMock()})
 	defer m.Stop()
 
-	_, err := otelmetrics.Register(nil, meter, otelmetrics.Options{})
+	_, err := otelmetrics.Register(nil, otelmetrics.Options{MeterProvider: provider})
 	assert.ErrorContains(t, err, "manager is nil")
-	_, err = otelmetrics.Register(m, nil, otelmetrics.Options{})
-	assert.ErrorContains(t, err, "meter is nil")
-	_, err = otelmetrics.Register(m, meter, otelmetrics.Options{Prefix: "9 bad name"})
+	_, err = otelmetrics.Register(m, otelmetrics.Options{MeterProvider: provider, Prefix: "9 bad name"})
 	assert.ErrorContains(t, err, `"9 bad name.breaker.state"`)
-	_, err = otelmetrics.Register(m, meter, otelmetrics.Options{EventBuffer: math.MaxInt})
+	_, err = otelmetrics.Register(m, otelmetrics.Options{MeterProvider: provider, EventBuffer: math.MaxInt})
 	assert.ErrorContains(t, err, "Options.EventBuffer")
 }

@@ -3,9 +3,11 @@ package prommetrics_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/metrics/prommetrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +38,108 @@ func BenchmarkCall(b *testing.B) {
 			for b.Loop() {
 				_ = br.Do(ctx, fn)
 			}
+		})
+	}
+}
+
+// scrapeFleet registers n breakers with a failure-rate window, each with a
+// few calls and two transitions, and returns a registry holding a
+// collector of them and one holding plain client_golang vectors set to the
+// same series (25 a breaker), as a program would keep them by hand.
+func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
+	tb.Helper()
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	tb.Cleanup(m.Stop)
+	c, err := prommetrics.New(m, prommetrics.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	ctx := context.Background()
+	for i := range n {
+		br, err := m.Register(fmt.Sprintf("upstream-%05d.example", i), manager.Config{
+			Strategy: breaker.FailureRate{Rate: 0.5, Window: 100, MinCalls: 20},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_ = br.Do(ctx, func(context.Context) error { return nil })
+		_ = br.ForceOpen()
+		_ = br.Reset()
+	}
+	m.Sync()
+	fusebox = prometheus.NewRegistry()
+	fusebox.MustRegister(c)
+
+	plain = prometheus.NewRegistry()
+	gauge := func(name string, labels ...string) *prometheus.GaugeVec {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "plain", Subsystem: "breaker", Name: name, Help: name}, append([]string{"breaker"}, labels...))
+		plain.MustRegister(v)
+		return v
+	}
+	counter := func(name string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "plain", Subsystem: "breaker", Name: name, Help: name}, append([]string{"breaker"}, labels...))
+		plain.MustRegister(v)
+		return v
+	}
+	state, forced, rate := gauge("state", "state"), gauge("forced_open"), gauge("failure_rate")
+	calls, declined, stale := counter("calls_total", "outcome"), counter("declined_calls_total"), counter("stale_releases_total")
+	dropped, missed, trans := counter("dropped_events_total"), counter("missed_transitions_total"), counter("transitions_total", "from", "to")
+	states := []string{"closed", "open", "half_open", "probing"}
+	for _, b := range m.Breakers() {
+		st, name := b.Stats(), b.Name()
+		for _, s := range states {
+			state.WithLabelValues(name, s).Set(0)
+			for _, to := range states {
+				if to != s {
+					trans.WithLabelValues(name, s, to).Add(0)
+				}
+			}
+		}
+		forced.WithLabelValues(name).Set(0)
+		rate.WithLabelValues(name).Set(0)
+		calls.WithLabelValues(name, "success").Add(float64(st.Successes))
+		calls.WithLabelValues(name, "failure").Add(float64(st.Failures))
+		calls.WithLabelValues(name, "ignore").Add(float64(st.Ignored))
+		declined.WithLabelValues(name).Add(0)
+		stale.WithLabelValues(name).Add(0)
+		dropped.WithLabelValues(name).Add(0)
+		missed.WithLabelValues(name).Add(0)
+	}
+	return fusebox, plain
+}
+
+// BenchmarkScrape measures one scrape (Gather) of 10,000 breakers through
+// the collector, side by side with plain client_golang vectors exposing
+// the same series; allocs/breaker is allocs/op divided by the breakers.
+func BenchmarkScrape(b *testing.B) {
+	const n = 10000
+	fusebox, plain := scrapeFleet(b, n)
+	for _, c := range []struct {
+		name string
+		reg  *prometheus.Registry
+	}{{"collector", fusebox}, {"plain", plain}} {
+		b.Run(c.name, func(b *testing.B) {
+			families, err := c.reg.Gather()
+			if err != nil {
+				b.Fatal(err)
+			}
+			series := 0
+			for _, f := range families {
+				series += len(f.GetMetric())
+			}
+			b.ReportAllocs()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			before := ms.Mallocs
+			for b.Loop() {
+				if _, err := c.reg.Gather(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(ms.Mallocs-before)/float64(b.N)/n, "allocs/breaker")
+			b.ReportMetric(float64(series)/n, "series/breaker")
 		})
 	}
 }

@@ -45,7 +45,9 @@ func Example() {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "fusebox_breaker_transitions_total") ||
+		// Every pair of states has its transitions_total series, at zero
+		// until it happens; print those that happened.
+		if strings.HasPrefix(line, "fusebox_breaker_transitions_total") && !strings.HasSuffix(line, " 0") ||
 			strings.HasPrefix(line, "fusebox_breaker_state{") {
 			fmt.Println(line)
 		}

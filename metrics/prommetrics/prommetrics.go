@@ -3,7 +3,7 @@
 //
 // A Collector implements prometheus.Collector. At each scrape it reads every
 // breaker's counters and state (manager.Breaker.Stats) and the transitions
-// it has counted from the manager's events (manager.Manager.Subscribe), so
+// it has counted from the manager's events (manager.Manager.Watch), so
 // calls through a breaker do no extra work for it. Register it with a
 // registry and close it when done:
 //
@@ -15,34 +15,50 @@
 // The metrics, each with a "breaker" label naming the breaker (Namespace
 // replaces the "fusebox" prefix):
 //
-//	fusebox_breaker_state{breaker, state}              gauge: 1 for the current state, 0 for the other three
-//	fusebox_breaker_forced_open{breaker}               gauge: 1 while forced open by hand
-//	fusebox_breaker_calls_total{breaker, outcome}      counter: released calls by outcome (success, failure, ignore)
-//	fusebox_breaker_declined_calls_total{breaker}      counter: calls declined by an open or probing breaker
-//	fusebox_breaker_stale_releases_total{breaker}      counter: releases of permits from an earlier state
-//	fusebox_breaker_dropped_events_total{breaker}      counter: events any subscriber lost to a full buffer
-//	fusebox_breaker_transitions_total{breaker, from, to} counter: transitions seen by this collector
-//	fusebox_breaker_missed_transitions_total{breaker}  counter: transitions this collector lost to a full buffer
+//	fusebox_breaker_state{breaker, state}                gauge: 1 for the current state, 0 for the other three
+//	fusebox_breaker_forced_open{breaker}                 gauge: 1 while forced open by hand
+//	fusebox_breaker_failure_rate{breaker}                gauge: failures/calls in the strategy's window (FailureRate, TimeWindow only)
+//	fusebox_breaker_calls_total{breaker, outcome}        counter: released calls by outcome (success, failure, ignore)
+//	fusebox_breaker_declined_calls_total{breaker}        counter: calls declined by an open or probing breaker
+//	fusebox_breaker_stale_releases_total{breaker}        counter: releases of permits from an earlier state
+//	fusebox_breaker_dropped_events_total{breaker}        counter: events any subscriber lost to a full buffer
+//	fusebox_breaker_transitions_total{breaker, from, to} counter: transitions seen by this collector, every pair of states from zero
+//	fusebox_breaker_missed_transitions_total{breaker}    counter: transitions this collector lost to a full buffer
+//	fusebox_breaker_call_duration_seconds{breaker}       histogram: durations of released calls (manager.Config.TimeCalls only)
+//	fusebox_breaker_store_down{breaker}                  gauge: 1 while a shared breaker cannot reach its store (shared breakers only)
+//	fusebox_breaker_store_errors_total{breaker}          counter: failed store calls (shared breakers only)
+//	fusebox_manager_halted                               gauge: 1 once the manager has stopped (halted after a burst of restarts, or Stop)
 //
 // The call counters are the manager's own and count from the breaker's
 // registration. The transition counters count from the collector's
-// creation. Transitions lost because the collector's event buffer was full
-// are found as gaps in the breaker's generation numbers when its next
-// transition arrives, and counted in missed_transitions: once that has
-// happened, transitions_total plus missed_transitions is every transition
-// since the collector was created. dropped_events_total is the manager's
-// count over all its subscribers, and grows at once.
+// creation; every from/to pair of a breaker is exported, at zero until it
+// happens, so that increase() sees a breaker's first trip. Transitions lost
+// because the collector's event buffer was full are reported by the
+// manager with the breaker's next event, and counted in
+// missed_transitions: once that has happened, transitions_total plus
+// missed_transitions is every transition since the collector was created.
+// dropped_events_total is the manager's count over all its subscribers,
+// and grows at once. A breaker removed from the manager (Manager.Remove)
+// disappears from the next scrape with all its series.
+//
+// A scrape writes each value straight into the registry's metric, with
+// label pairs built once per breaker: it allocates about as much as plain
+// client_golang vectors holding the same series (see BenchmarkScrape).
 package prommetrics
 
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/metrics/internal/tally"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // DefaultNamespace is the prefix of every metric name when
@@ -60,11 +76,56 @@ type Options struct {
 	// when the collector is registered.
 	ConstLabels prometheus.Labels
 	// EventBuffer is the buffer of the collector's subscription to the
-	// manager's events. Below 1 means 1024; above manager.MaxSubscribeBuffer
-	// is an error. Transitions that arrive while
+	// manager's events. Below 1 means 1024; above
+	// manager.MaxSubscribeBuffer is an error. Transitions that arrive while
 	// it is full are counted in missed_transitions instead.
 	EventBuffer int
 }
+
+// The series of a breaker, in the order of Collector.descs and of each
+// breaker's label pairs.
+const (
+	sState     = 0 // four: one per state
+	sForced    = 4
+	sCalls     = 5 // three: success, failure, ignore
+	sDeclined  = 8
+	sStale     = 9
+	sDropped   = 10
+	sMissed    = 11
+	sTrans     = 12 // twelve: every from != to
+	sRate      = 24
+	sStoreDown = 25
+	sStoreErrs = 26
+	sDuration  = 27
+	nSeries    = 28
+)
+
+var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
+
+// transitions are every pair of different states, in the order of the
+// transition series.
+var transitions = func() []breaker.Transition {
+	var out []breaker.Transition
+	for _, from := range states {
+		for _, to := range states {
+			if from != to {
+				out = append(out, breaker.Transition{From: from, To: to})
+			}
+		}
+	}
+	return out
+}()
+
+var outcomes = [...]string{"success", "failure", "ignore"}
+
+// upperBounds are manager.DurationBuckets in seconds, shared by every
+// histogram the collector writes.
+var upperBounds = func() (b [len(manager.DurationBuckets)]float64) {
+	for i, d := range manager.DurationBuckets {
+		b[i] = d.Seconds()
+	}
+	return b
+}()
 
 // Collector is a prometheus.Collector for every breaker of one manager,
 // including breakers registered after it was created. Create it with New
@@ -72,8 +133,22 @@ type Options struct {
 type Collector struct {
 	m     *manager.Manager
 	tally *tally.Tally
+	// descs holds the descriptor of each series index; the four state
+	// series share one, and so on.
+	descs  [nSeries]*prometheus.Desc
+	halted *prometheus.Desc
+	consts []*dto.LabelPair
 
-	state, forced, calls, declined, stale, dropped, transitions, missed *prometheus.Desc
+	mu     sync.Mutex // guards labels and scrape
+	labels map[*manager.Breaker]*labelSet
+	scrape uint64
+}
+
+// labelSet is one breaker's label pairs for each of its series, built at
+// its first scrape and reused.
+type labelSet struct {
+	pairs [nSeries][]*dto.LabelPair
+	seen  uint64 // the last scrape that saw the breaker
 }
 
 // New returns a collector for the breakers of m. It subscribes to m's
@@ -90,26 +165,39 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 	} else if !validName(ns) {
 		return nil, fmt.Errorf("fusebox: prommetrics.New: Options.Namespace %q is not a valid metric name prefix (letters, digits and underscores, not starting with a digit)", ns)
 	}
+	c := &Collector{m: m, labels: make(map[*manager.Breaker]*labelSet)}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "breaker", name), help,
 			append([]string{"breaker"}, labels...), opts.ConstLabels)
+	}
+	fill := func(from, n int, d *prometheus.Desc) {
+		for i := from; i < from+n; i++ {
+			c.descs[i] = d
+		}
+	}
+	fill(sState, 4, desc("state", "Whether the breaker is in the state: 1 for its current state, 0 for the others.", "state"))
+	fill(sForced, 1, desc("forced_open", "1 while the breaker is forced open by hand, 0 otherwise."))
+	fill(sCalls, 3, desc("calls_total", "Calls released through the breaker, by outcome.", "outcome"))
+	fill(sDeclined, 1, desc("declined_calls_total", "Calls declined by the breaker while open or probing."))
+	fill(sStale, 1, desc("stale_releases_total", "Releases of permits granted before the breaker last changed state; they changed nothing."))
+	fill(sDropped, 1, desc("dropped_events_total", "The breaker's events that a subscriber of the manager lost because its buffer was full."))
+	fill(sMissed, 1, desc("missed_transitions_total", "Transitions of the breaker this collector did not see because its event buffer was full."))
+	fill(sTrans, 12, desc("transitions_total", "Transitions of the breaker seen by this collector since it was created.", "from", "to"))
+	fill(sRate, 1, desc("failure_rate", "Failures divided by calls in the window of the breaker's strategy; while not closed, of the window it opened on."))
+	fill(sStoreDown, 1, desc("store_down", "1 while the shared breaker cannot reach its store and follows its fallback, 0 otherwise."))
+	fill(sStoreErrs, 1, desc("store_errors_total", "Calls of the shared breaker to its store that failed."))
+	fill(sDuration, 1, desc("call_duration_seconds", "Durations of the calls released through the breaker."))
+	c.halted = prometheus.NewDesc(prometheus.BuildFQName(ns, "manager", "halted"),
+		"1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call.", nil, opts.ConstLabels)
+	for k, v := range opts.ConstLabels {
+		c.consts = append(c.consts, pair(k, v))
 	}
 	t, err := tally.Start(m, opts.EventBuffer)
 	if err != nil {
 		return nil, fmt.Errorf("fusebox: prommetrics.New: Options.EventBuffer: %w", err)
 	}
-	return &Collector{
-		m:           m,
-		tally:       t,
-		state:       desc("state", "Whether the breaker is in the state: 1 for its current state, 0 for the others.", "state"),
-		forced:      desc("forced_open", "1 while the breaker is forced open by hand, 0 otherwise."),
-		calls:       desc("calls_total", "Calls released through the breaker, by outcome.", "outcome"),
-		declined:    desc("declined_calls_total", "Calls declined by the breaker while open or probing."),
-		stale:       desc("stale_releases_total", "Releases of permits granted before the breaker last changed state; they changed nothing."),
-		dropped:     desc("dropped_events_total", "The breaker's events that a subscriber of the manager lost because its buffer was full."),
-		transitions: desc("transitions_total", "Transitions of the breaker seen by this collector since it was created.", "from", "to"),
-		missed:      desc("missed_transitions_total", "Transitions of the breaker this collector did not see because its event buffer was full."),
-	}, nil
+	c.tally = t
+	return c, nil
 }
 
 func validName(s string) bool {
@@ -124,14 +212,123 @@ func validName(s string) bool {
 	return s != ""
 }
 
+func pair(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name, Value: &value} }
+
 // Describe sends the descriptors of every metric the collector produces.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.forced, c.calls, c.declined, c.stale, c.dropped, c.transitions, c.missed} {
-		ch <- d
+	var last *prometheus.Desc
+	for _, d := range c.descs {
+		if d != last {
+			ch <- d
+			last = d
+		}
 	}
+	ch <- c.halted
 }
 
-var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
+// labelsOf returns b's label pairs, building them at its first scrape, and
+// marks b as seen in this scrape.
+func (c *Collector) labelsOf(b *manager.Breaker, scrape uint64) *labelSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ls := c.labels[b]
+	if ls == nil {
+		ls = newLabelSet(b.Name(), c.consts)
+		c.labels[b] = ls
+	}
+	ls.seen = scrape
+	return ls
+}
+
+func newLabelSet(name string, consts []*dto.LabelPair) *labelSet {
+	ls := new(labelSet)
+	bp := pair("breaker", labelValue(name))
+	mk := func(extra ...*dto.LabelPair) []*dto.LabelPair {
+		ps := append(append([]*dto.LabelPair{bp}, consts...), extra...)
+		sort.Slice(ps, func(i, j int) bool { return ps[i].GetName() < ps[j].GetName() })
+		return ps
+	}
+	plain := mk()
+	for i := range ls.pairs {
+		ls.pairs[i] = plain
+	}
+	for i, s := range states {
+		ls.pairs[sState+i] = mk(pair("state", s.String()))
+	}
+	for i, o := range outcomes {
+		ls.pairs[sCalls+i] = mk(pair("outcome", o))
+	}
+	for i, tr := range transitions {
+		ls.pairs[sTrans+i] = mk(pair("from", tr.From.String()), pair("to", tr.To.String()))
+	}
+	return ls
+}
+
+// labelValue makes a breaker's name a valid label value: Prometheus label
+// values must be UTF-8, and a name may come from outside (a request's host).
+func labelValue(name string) string {
+	if utf8.ValidString(name) {
+		return name
+	}
+	return strings.ToValidUTF8(name, "\uFFFD")
+}
+
+// sample is one series' value at one scrape, written into the registry's
+// metric by Write. A scrape allocates the samples of a breaker in one
+// slice.
+type sample struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair
+	value   float64
+	counter bool
+	gauge   dto.Gauge
+	count   dto.Counter
+	hist    *histogram
+}
+
+// Desc implements prometheus.Metric.
+func (s *sample) Desc() *prometheus.Desc { return s.desc }
+
+// Write implements prometheus.Metric.
+func (s *sample) Write(m *dto.Metric) error {
+	m.Label = s.labels
+	switch {
+	case s.hist != nil:
+		m.Histogram = &s.hist.h
+	case s.counter:
+		s.count.Value = &s.value
+		m.Counter = &s.count
+	default:
+		s.gauge.Value = &s.value
+		m.Gauge = &s.gauge
+	}
+	return nil
+}
+
+// histogram is one breaker's call durations at one scrape, in one
+// allocation.
+type histogram struct {
+	h       dto.Histogram
+	buckets [len(upperBounds)]dto.Bucket
+	ptrs    [len(upperBounds)]*dto.Bucket
+	cum     [len(upperBounds)]uint64
+	count   uint64
+	sum     float64
+}
+
+func newHistogram(d *manager.Durations) *histogram {
+	h := new(histogram)
+	var cum uint64
+	for i := range h.buckets {
+		cum += d.Buckets[i]
+		h.cum[i] = cum
+		h.buckets[i] = dto.Bucket{CumulativeCount: &h.cum[i], UpperBound: &upperBounds[i]}
+		h.ptrs[i] = &h.buckets[i]
+	}
+	h.count, h.sum = d.Count, d.Sum.Seconds()
+	h.h = dto.Histogram{SampleCount: &h.count, SampleSum: &h.sum, Bucket: h.ptrs[:]}
+	return h
+}
 
 // Collect sends the current value of every metric of every breaker. The
 // transition counts include every event the manager had sent before the
@@ -139,42 +336,77 @@ var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, 
 // far. After Close, Collect still reports the breakers' stats and the last
 // transition counts.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	counts := c.tally.Counts()
-	for _, b := range c.m.Breakers() {
-		st := b.Stats()
-		name := labelValue(st.Name)
-		send := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-			m, err := prometheus.NewConstMetric(d, t, v, append([]string{name}, labels...)...)
-			if err != nil {
-				m = prometheus.NewInvalidMetric(d, err)
-			}
-			ch <- m
-		}
-		for _, s := range states {
-			send(c.state, prometheus.GaugeValue, boolValue(st.State == s), s.String())
-		}
-		send(c.forced, prometheus.GaugeValue, boolValue(st.Forced))
-		send(c.calls, prometheus.CounterValue, float64(st.Successes), "success")
-		send(c.calls, prometheus.CounterValue, float64(st.Failures), "failure")
-		send(c.calls, prometheus.CounterValue, float64(st.Ignored), "ignore")
-		send(c.declined, prometheus.CounterValue, float64(st.Declined))
-		send(c.stale, prometheus.CounterValue, float64(st.Stale))
-		send(c.dropped, prometheus.CounterValue, float64(st.DroppedEvents))
-		n := counts[st.Name]
-		for _, from := range states {
-			for _, to := range states {
-				if v := n.Transitions[from][to]; v > 0 {
-					send(c.transitions, prometheus.CounterValue, float64(v), from.String(), to.String())
-				}
-			}
-		}
-		send(c.missed, prometheus.CounterValue, float64(n.Missed))
+	c.tally.Sync()
+	c.mu.Lock()
+	c.scrape++
+	scrape := c.scrape
+	c.mu.Unlock()
+
+	halted := 0.0
+	select {
+	case <-c.m.Done():
+		halted = 1
+	default:
 	}
+	ch <- prometheus.MustNewConstMetric(c.halted, prometheus.GaugeValue, halted)
+
+	bs := c.m.Breakers()
+	for _, b := range bs {
+		st := b.Stats()
+		ls := c.labelsOf(b, scrape)
+		n := c.tally.Get(st.Name)
+		samples := make([]sample, nSeries)
+		set := func(i int, v float64, counter bool) {
+			samples[i] = sample{desc: c.descs[i], labels: ls.pairs[i], value: v, counter: counter}
+			ch <- &samples[i]
+		}
+		for i, s := range states {
+			set(sState+i, boolValue(st.State == s), false)
+		}
+		set(sForced, boolValue(st.Forced), false)
+		set(sCalls, float64(st.Successes), true)
+		set(sCalls+1, float64(st.Failures), true)
+		set(sCalls+2, float64(st.Ignored), true)
+		set(sDeclined, float64(st.Declined), true)
+		set(sStale, float64(st.Stale), true)
+		set(sDropped, float64(st.DroppedEvents), true)
+		set(sMissed, float64(n.Missed), true)
+		for i, tr := range transitions {
+			set(sTrans+i, float64(n.Of(tr)), true)
+		}
+		if st.Windowed {
+			rate := 0.0
+			if st.WindowCalls > 0 {
+				rate = float64(st.WindowFailures) / float64(st.WindowCalls)
+			}
+			set(sRate, rate, false)
+		}
+		if st.Shared {
+			set(sStoreDown, boolValue(st.StoreDown), false)
+			set(sStoreErrs, float64(st.StoreErrors), true)
+		}
+		if st.Durations != nil {
+			samples[sDuration] = sample{desc: c.descs[sDuration], labels: ls.pairs[sDuration], hist: newHistogram(st.Durations)}
+			ch <- &samples[sDuration]
+		}
+	}
+	c.forget(scrape, len(bs))
 }
 
-// labelValue makes a breaker's name a valid label value: Prometheus label
-// values must be UTF-8, and a name may come from outside (a request's host).
-func labelValue(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
+// forget drops the label pairs of the breakers this scrape did not see:
+// they were removed.
+func (c *Collector) forget(scrape uint64, seen int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.labels) <= seen {
+		return
+	}
+	for b, ls := range c.labels {
+		if ls.seen < scrape {
+			delete(c.labels, b)
+		}
+	}
+}
 
 func boolValue(b bool) float64 {
 	if b {

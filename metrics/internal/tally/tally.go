@@ -83,6 +83,21 @@ func (t *Tally) count(batch []manager.Event) {
 	}
 }
 
+// Sync returns once every event the manager had sent to the Tally before
+// the call is counted. After Close it returns at once.
+func (t *Tally) Sync() { t.w.Sync() }
+
+// Get returns the counts of the breaker named name, as of now: call Sync
+// first to include every event sent before.
+func (t *Tally) Get(name string) Counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.byName[name]; c != nil {
+		return *c
+	}
+	return Counts{}
+}
+
 // Counts returns a copy of every breaker's counts, by name, including every
 // event the manager had sent to the Tally when Counts was called. After
 // Close, or once the manager has stopped, it returns the last counts.
