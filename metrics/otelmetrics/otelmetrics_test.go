@@ -171,6 +171,8 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 		"fusebox.breaker.declined_calls{breaker=search}":          0,
 		"fusebox.breaker.stale_releases{breaker=payments}":        1,
 		"fusebox.breaker.stale_releases{breaker=search}":          0,
+		"fusebox.breaker.slow_calls{breaker=payments}":            0,
+		"fusebox.breaker.slow_calls{breaker=search}":              0,
 		"fusebox.breaker.dropped_events{breaker=payments}":        0,
 		"fusebox.breaker.dropped_events{breaker=search}":          0,
 

@@ -45,7 +45,7 @@ func BenchmarkCall(b *testing.B) {
 // scrapeFleet registers n breakers with a failure-rate window, each with a
 // few calls and two transitions, and returns a registry holding a
 // collector of them and one holding plain client_golang vectors set to the
-// same series (25 a breaker), as a program would keep them by hand.
+// same series (26 a breaker), as a program would keep them by hand.
 func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 	tb.Helper()
 	m := manager.Start(manager.Options{Clock: clock.NewMock()})
@@ -83,7 +83,7 @@ func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 		return v
 	}
 	state, forced, rate := gauge("state", "state"), gauge("forced_open"), gauge("failure_rate")
-	calls, declined, stale := counter("calls_total", "outcome"), counter("declined_calls_total"), counter("stale_releases_total")
+	calls, declined, stale, slow := counter("calls_total", "outcome"), counter("declined_calls_total"), counter("stale_releases_total"), counter("slow_calls_total")
 	dropped, missed, trans := counter("dropped_events_total"), counter("missed_transitions_total"), counter("transitions_total", "from", "to")
 	states := []string{"closed", "open", "half_open", "probing"}
 	for _, b := range m.Breakers() {
@@ -103,6 +103,7 @@ func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 		calls.WithLabelValues(name, "ignore").Add(float64(st.Ignored))
 		declined.WithLabelValues(name).Add(0)
 		stale.WithLabelValues(name).Add(0)
+		slow.WithLabelValues(name).Add(0)
 		dropped.WithLabelValues(name).Add(0)
 		missed.WithLabelValues(name).Add(0)
 	}

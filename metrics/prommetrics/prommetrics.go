@@ -20,6 +20,7 @@
 //	fusebox_breaker_failure_rate{breaker}                gauge: failures/calls in the strategy's window (FailureRate, TimeWindow only)
 //	fusebox_breaker_calls_total{breaker, outcome}        counter: released calls by outcome (success, failure, ignore)
 //	fusebox_breaker_declined_calls_total{breaker}        counter: calls declined by an open or probing breaker
+//	fusebox_breaker_slow_calls_total{breaker}            counter: calls that took at least Config.SlowCall, counted as failures
 //	fusebox_breaker_stale_releases_total{breaker}        counter: releases of permits from an earlier state
 //	fusebox_breaker_dropped_events_total{breaker}        counter: events any subscriber lost to a full buffer
 //	fusebox_breaker_transitions_total{breaker, from, to} counter: transitions seen by this collector, every pair of states from zero
@@ -97,7 +98,8 @@ const (
 	sStoreDown = 25
 	sStoreErrs = 26
 	sDuration  = 27
-	nSeries    = 28
+	sSlow      = 28
+	nSeries    = 29
 )
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
@@ -186,6 +188,7 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 	fill(sRate, 1, desc("failure_rate", "Failures divided by calls in the window of the breaker's strategy; while not closed, of the window it opened on."))
 	fill(sStoreDown, 1, desc("store_down", "1 while the shared breaker cannot reach its store and follows its fallback, 0 otherwise."))
 	fill(sStoreErrs, 1, desc("store_errors_total", "Calls of the shared breaker to its store that failed."))
+	fill(sSlow, 1, desc("slow_calls_total", "Calls that took at least the breaker's Config.SlowCall and so counted as failures."))
 	fill(sDuration, 1, desc("call_duration_seconds", "Durations of the calls released through the breaker."))
 	c.halted = prometheus.NewDesc(prometheus.BuildFQName(ns, "manager", "halted"),
 		"1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call.", nil, opts.ConstLabels)
@@ -369,6 +372,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		set(sCalls+2, float64(st.Ignored), true)
 		set(sDeclined, float64(st.Declined), true)
 		set(sStale, float64(st.Stale), true)
+		set(sSlow, float64(st.SlowCalls), true)
 		set(sDropped, float64(st.DroppedEvents), true)
 		set(sMissed, float64(n.Missed), true)
 		for i, tr := range transitions {

@@ -119,6 +119,10 @@ fusebox_breaker_forced_open{breaker="search"} 0
 # TYPE fusebox_breaker_missed_transitions_total counter
 fusebox_breaker_missed_transitions_total{breaker="payments"} 0
 fusebox_breaker_missed_transitions_total{breaker="search"} 0
+# HELP fusebox_breaker_slow_calls_total Calls that took at least the breaker's Config.SlowCall and so counted as failures.
+# TYPE fusebox_breaker_slow_calls_total counter
+fusebox_breaker_slow_calls_total{breaker="payments"} 0
+fusebox_breaker_slow_calls_total{breaker="search"} 0
 # HELP fusebox_breaker_stale_releases_total Releases of permits granted before the breaker last changed state; they changed nothing.
 # TYPE fusebox_breaker_stale_releases_total counter
 fusebox_breaker_stale_releases_total{breaker="payments"} 1
