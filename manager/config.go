@@ -46,7 +46,8 @@ type Config struct {
 	// TimeCalls keeps a histogram of the durations of the calls released
 	// through the breaker (Stats.Durations), for the metrics adapters. It
 	// costs two reads of the manager's clock per call (see the benchmarks);
-	// off by default.
+	// off by default. Reconfigure may turn it on, or off, which drops the
+	// histogram.
 	TimeCalls bool
 }
 

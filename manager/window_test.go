@@ -64,3 +64,23 @@ func TestStatsDurations(t *testing.T) {
 	c := register(t, m, "c", manager.Config{})
 	assert.Nil(t, c.Stats().Durations)
 }
+
+// Reconfigure turns the histogram on and off; a permit granted before
+// keeps the timing it was granted with.
+func TestReconfigureTimeCalls(t *testing.T) {
+	m, mock := startMock(t)
+	b := register(t, m, "b", manager.Config{})
+	early, err := b.Acquire(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, b.Reconfigure(manager.Config{TimeCalls: true}))
+	early.Release(nil) // granted untimed
+	p, err := b.Acquire(context.Background())
+	require.NoError(t, err)
+	mock.Add(time.Millisecond)
+	p.Release(nil)
+	d := b.Stats().Durations
+	require.NotNil(t, d)
+	assert.Equal(t, uint64(1), d.Count)
+	require.NoError(t, b.Reconfigure(manager.Config{}))
+	assert.Nil(t, b.Stats().Durations)
+}

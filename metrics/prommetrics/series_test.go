@@ -141,3 +141,46 @@ func TestScrapeAllocations(t *testing.T) {
 	t.Logf("%.1f allocations per breaker", allocs/n)
 	assert.LessOrEqual(t, allocs/n, 60.0, "allocations per breaker")
 }
+
+// A removed breaker's series go with it, and a breaker registered again
+// under its name starts from zero.
+func TestCollectorRemovedBreaker(t *testing.T) {
+	_, m, b, _, reg := setup(t, prommetrics.Options{})
+	require.NoError(t, b.ForceOpen())
+	_, err := m.Register("other", manager.Config{})
+	require.NoError(t, err)
+	m.Sync()
+	count := func(name string) int {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		n := 0
+		for _, f := range families {
+			for _, mt := range f.GetMetric() {
+				for _, l := range mt.GetLabel() {
+					if l.GetName() == "breaker" && l.GetValue() == name {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	require.Equal(t, 25, count("payments"), "every series of a breaker")
+	require.True(t, m.Remove("payments"))
+	m.Sync()
+	assert.Zero(t, count("payments"), "after Remove")
+	assert.Equal(t, 25, count("other"))
+
+	_, err = m.Register("payments", manager.Config{})
+	require.NoError(t, err)
+	m.Sync()
+	got, err := testutil.GatherAndCount(reg, "fusebox_breaker_transitions_total")
+	require.NoError(t, err)
+	assert.Equal(t, 24, got)
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP fusebox_breaker_forced_open 1 while the breaker is forced open by hand, 0 otherwise.
+# TYPE fusebox_breaker_forced_open gauge
+fusebox_breaker_forced_open{breaker="other"} 0
+fusebox_breaker_forced_open{breaker="payments"} 0
+`), "fusebox_breaker_forced_open"))
+}

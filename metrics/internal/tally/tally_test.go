@@ -70,3 +70,27 @@ func TestCountsAfterClose(t *testing.T) {
 	tl.Close()
 	assert.Equal(t, want, tl.Counts())
 }
+
+// A removed breaker's counts go with it: registered again, it counts from
+// zero.
+func TestRemovedBreakerForgotten(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	tl, err := tally.Start(m, 0)
+	require.NoError(t, err)
+	defer tl.Close()
+	b, err := m.Register("b", manager.Config{})
+	require.NoError(t, err)
+	require.NoError(t, b.ForceOpen())
+	m.Sync()
+	assert.Equal(t, counts(closedOpen), tl.Counts()["b"])
+	require.True(t, m.Remove("b"))
+	m.Sync()
+	assert.NotContains(t, tl.Counts(), "b")
+	b, err = m.Register("b", manager.Config{})
+	require.NoError(t, err)
+	require.NoError(t, b.ForceOpen())
+	m.Sync()
+	tl.Sync()
+	assert.Equal(t, counts(closedOpen), tl.Get("b"))
+}
