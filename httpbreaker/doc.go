@@ -26,8 +26,22 @@
 // the manager. A breaker registered under the same name beforehand, by hand
 // or by another Transport, is used as it is.
 //
-// Breakers are never unregistered, so keys must come from a bounded set:
-// hosts or route patterns, never raw paths with identifiers in them.
+// # How many breakers
+//
+// A Transport keeps its breakers bounded however many keys its requests
+// name (hosts chosen by users, a new httptest server per test): a breaker
+// no request went through for Options.IdleTimeout (DefaultIdleTimeout, 10
+// minutes) is removed from the manager, and before a new key would make
+// more than Options.MaxBreakers (DefaultMaxBreakers, 1,000), the least
+// recently used are removed, closed ones first. An open breaker of an
+// upstream that still gets requests is the last to go: removing it would
+// send the upstream it protects every request again. Removal goes through
+// Manager.Remove, so metrics drop the breaker's series and the dashboard
+// its card; a request to the key later registers a fresh breaker. The
+// Transport runs no goroutine for this: requests do the work as they come.
+// Breakers registered by hand are used but never removed. A Key that also
+// looks at the path should still use route patterns rather than raw paths,
+// or its breakers churn and count nothing.
 //
 // # What counts as a failure
 //

@@ -22,8 +22,8 @@ type Options struct {
 	// means http.DefaultTransport.
 	Base http.RoundTripper
 	// Key names the breaker a request goes through. It must return a
-	// non-empty name from a bounded set (breakers are never unregistered).
-	// Nil means HostKey: one breaker per upstream host and port.
+	// non-empty name. Nil means HostKey: one breaker per upstream host and
+	// port.
 	Key func(req *http.Request) string
 	// Config returns the configuration of the breaker registered for key,
 	// the first time a request has that key. Its Classify field is not used
@@ -42,6 +42,16 @@ type Options struct {
 	// MaxRetryAfter caps how long a Retry-After header may keep a breaker
 	// open. Zero means DefaultMaxRetryAfter; it must not be negative.
 	MaxRetryAfter time.Duration
+	// MaxBreakers caps how many breakers the Transport keeps, however many
+	// keys its requests name. Before a new key would exceed it, the
+	// Transport removes (Manager.Remove) the breakers used least recently,
+	// closed ones before open, half-open or probing ones. Zero means
+	// DefaultMaxBreakers; a negative value means no cap.
+	MaxBreakers int
+	// IdleTimeout is how long a breaker no request went through is kept:
+	// the Transport then removes it (Manager.Remove), whatever its state.
+	// Zero means DefaultIdleTimeout; a negative value keeps idle breakers.
+	IdleTimeout time.Duration
 }
 
 // DefaultMaxRetryAfter is the cap on a Retry-After hint when
@@ -86,14 +96,16 @@ type Transport struct {
 	maxRetryAfter    time.Duration
 
 	cache sync.Map // key -> *entry
+	hosts hosts
 }
 
 // entry is one key's breaker, registered once however many requests
 // ask for it at the same time.
 type entry struct {
-	once sync.Once
-	b    *manager.Breaker
-	err  error
+	b     *manager.Breaker
+	err   error
+	owned bool         // this Transport registered b
+	last  atomic.Int64 // the last use, in Unix nanoseconds on the manager's clock (see hosts)
 	// hinted is set when this Transport registered the breaker with a
 	// recovery policy that reads hint.
 	hinted bool
@@ -139,6 +151,7 @@ func New(m *manager.Manager, opts Options) (*Transport, error) {
 	if t.maxRetryAfter == 0 {
 		t.maxRetryAfter = DefaultMaxRetryAfter
 	}
+	t.hosts.init(opts)
 	return t, nil
 }
 
@@ -149,12 +162,7 @@ func New(m *manager.Manager, opts Options) (*Transport, error) {
 // releases the permit, and returns the response and error unchanged: the
 // response's body is neither read nor closed.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	e, err := t.entry(req)
-	if err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	p, err := e.b.Acquire(req.Context())
+	e, p, err := t.acquire(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -184,26 +192,6 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// entry returns the registered breaker of req's key.
-func (t *Transport) entry(req *http.Request) (*entry, error) {
-	key := t.key(req)
-	if key == "" {
-		return nil, fmt.Errorf("fusebox: httpbreaker: the key function returned an empty key for %s", describe(req))
-	}
-	v, ok := t.cache.Load(key)
-	if !ok {
-		v, _ = t.cache.LoadOrStore(key, new(entry))
-	}
-	e := v.(*entry)
-	e.once.Do(func() { t.register(key, e) })
-	if e.err != nil {
-		// Forget the failure, so that a later request tries again.
-		t.cache.CompareAndDelete(key, e)
-		return nil, e.err
-	}
-	return e, nil
-}
-
 // register registers key's breaker, or finds the one registered under that
 // name by someone else.
 func (t *Transport) register(key string, e *entry) {
@@ -221,7 +209,7 @@ func (t *Transport) register(key string, e *entry) {
 	b, err := t.m.Register(key, cfg)
 	switch {
 	case err == nil:
-		e.b, e.err, e.hinted = b, nil, !t.ignoreRetryAfter
+		e.b, e.err, e.hinted, e.owned = b, nil, !t.ignoreRetryAfter, true
 		e.self.Store(b)
 	case errors.Is(err, manager.ErrDuplicate):
 		// Registered by hand or by another Transport sharing the manager:
