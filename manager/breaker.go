@@ -190,6 +190,15 @@ func (b *Breaker) outcome(err error) classify.Outcome {
 // (Ignore). A permit granted before the breaker last changed state is
 // stale: its outcome is counted in the stats and changes nothing else. An
 // outcome that is not Success, Failure or Ignore counts as Failure.
+//
+// On a shared breaker (Config.Store) whose store answers, a failure in the
+// closed state makes one store round trip on the caller's goroutine, so
+// that the fleet's count decides the trip before ReleaseOutcome returns; so
+// does the first success after this process reported failures (it ends a
+// Consecutive run), a success that may bring a TimeWindow to its threshold,
+// and a probe's success or ignore. Each round trip ends within
+// Options.StoreTimeout (500ms by default) whatever the store does; a
+// healthy call makes none.
 func (p Permit) ReleaseOutcome(o classify.Outcome) { p.release(o, nil) }
 
 // ReleaseWith reports the outcome o of a call that returned err, for a

@@ -29,7 +29,10 @@ type Options struct {
 	MaxRestarts   int
 	RestartWindow time.Duration
 	// StoreTimeout bounds every call to the store of a shared breaker
-	// (Config.Store). Zero means DefaultStoreTimeout.
+	// (Config.Store): those a caller's Release makes on its goroutine
+	// (see Permit.ReleaseOutcome), those the manager makes in the
+	// background, and so how long Stop waits for them while the store
+	// hangs. Zero means DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// Resync is how often the manager reads the shared state of every
 	// shared breaker from its store, to catch changes it missed and to

@@ -90,7 +90,11 @@ func redisBackend(name string, opts *redis.Options, stop func()) *backend {
 	return &backend{
 		name: name,
 		newStore: func() (store.Store, func()) {
-			c := redis.NewClient(opts)
+			// Every store call must end at its deadline, which go-redis
+			// honours only with ContextTimeoutEnabled.
+			o := *opts
+			o.ContextTimeoutEnabled = true
+			c := redis.NewClient(&o)
 			return redisstore.New(c, redisstore.Options{Prefix: prefix}), func() { c.Close() }
 		},
 		closeDown: stop,

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -196,6 +197,27 @@ func (s *Server) Kill() {
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+}
+
+// Pause stops the server's process (SIGSTOP): it keeps its connections and
+// its port but answers nothing, as a hung Redis does, until Resume. The
+// test's cleanup resumes it.
+func (s *Server) Pause() {
+	s.tb.Helper()
+	s.signal(syscall.SIGSTOP)
+	s.tb.Cleanup(s.Resume)
+}
+
+// Resume lets a paused server go on (SIGCONT). It does nothing to a server
+// that is not paused.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
 }
 
 // Restart starts the server again on the same port, empty, after Kill.

@@ -45,7 +45,7 @@ type peer struct {
 }
 
 func startPeer(t testing.TB, addr, name string, cfg manager.Config, opts manager.Options) *peer {
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	st := redisstore.New(c, redisstore.Options{})
 	cfg.Store = st
 	if opts.Logger == nil {
@@ -255,7 +255,7 @@ func helperMain() int {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
 	}
-	c := redis.NewClient(&redis.Options{Addr: cfg.Redis})
+	c := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 	defer c.Close()
 	m := manager.Start(manager.Options{Logger: quiet})
 	defer m.Stop()

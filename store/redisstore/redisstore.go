@@ -23,7 +23,8 @@
 // periods and leases are PX on write and PTTL on read.
 //
 // New works with a plain client (redis.NewClient), a Cluster client and a
-// failover client: anything that is a redis.UniversalClient.
+// failover client: anything that is a redis.UniversalClient, built with
+// ContextTimeoutEnabled so that every call ends at its deadline.
 package redisstore
 
 import (
@@ -48,24 +49,41 @@ type Options struct {
 	// FailureTTL is how long a run of consecutive failures is remembered
 	// after its last failure. Zero means store.DefaultFailureTTL.
 	FailureTTL time.Duration
+	// SubscribeTimeout bounds each subscription of Watch to the changes
+	// channel, and so how long a manager's Stop may wait for its watch
+	// while Redis hangs. Zero means DefaultSubscribeTimeout.
+	SubscribeTimeout time.Duration
 }
+
+// DefaultSubscribeTimeout is the SubscribeTimeout of zero Options: the
+// manager's default StoreTimeout.
+const DefaultSubscribeTimeout = 500 * time.Millisecond
 
 // Store is a store.Store on Redis. It is safe for concurrent use. It does
 // not own the client: close the client yourself when done.
 type Store struct {
-	client  redis.UniversalClient
-	prefix  string
-	channel string
-	ttl     time.Duration
-	err     error // a configuration error, returned by every method
+	client    redis.UniversalClient
+	prefix    string
+	channel   string
+	ttl       time.Duration
+	subscribe time.Duration
+	err       error // a configuration error, returned by every method
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a Store on client. An invalid option (a nil client, a prefix
-// with braces, a negative FailureTTL) is reported by Err, and by Check, so
-// that manager.Manager.Register of a breaker on this store fails with it;
-// every other method returns it too.
+// New returns a Store on client. An invalid argument (a nil client, a
+// client that ignores context deadlines, a prefix with braces, a negative
+// FailureTTL) is reported by Err, and by Check, so that
+// manager.Manager.Register of a breaker on this store fails with it; every
+// other method returns it too.
+//
+// Every store call must end within its deadline (manager.Options
+// StoreTimeout) whatever Redis does, so the client must honour context
+// deadlines: a go-redis client does only with ContextTimeoutEnabled set in
+// its options (redis.Options, redis.ClusterOptions, redis.FailoverOptions,
+// redis.RingOptions); New refuses one without it, with an error naming the
+// option.
 func New(client redis.UniversalClient, opts Options) *Store {
 	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL}
 	if s.prefix == "" {
@@ -74,16 +92,38 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	if s.ttl == 0 {
 		s.ttl = store.DefaultFailureTTL
 	}
+	if s.subscribe = opts.SubscribeTimeout; s.subscribe == 0 {
+		s.subscribe = DefaultSubscribeTimeout
+	}
 	switch {
 	case client == nil:
 		s.err = errors.New("redisstore: the client is nil")
+	case !honoursDeadlines(client):
+		s.err = fmt.Errorf("redisstore: the %T ignores context deadlines, so a hung Redis would hold callers and Stop for its socket timeouts (3s by default) instead of manager.Options.StoreTimeout: set ContextTimeoutEnabled: true in its options", client)
 	case strings.ContainsAny(s.prefix, "{}"):
 		s.err = fmt.Errorf("redisstore: Options.Prefix %q must not contain '{' or '}'", opts.Prefix)
 	case opts.FailureTTL < 0:
 		s.err = fmt.Errorf("redisstore: Options.FailureTTL must not be negative, got %v", opts.FailureTTL)
+	case opts.SubscribeTimeout < 0:
+		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout must not be negative, got %v", opts.SubscribeTimeout)
 	}
 	s.channel = s.prefix + ":changes"
 	return s
+}
+
+// honoursDeadlines reports whether the client's socket reads and writes end
+// at a context's deadline. go-redis clients do only with
+// ContextTimeoutEnabled; a client of another type is taken at its word.
+func honoursDeadlines(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Err returns the configuration error New found in its arguments, or nil.
@@ -286,17 +326,25 @@ func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) 
 	if s.err != nil {
 		return s.err
 	}
-	sub := s.client.Subscribe(ctx, s.channel)
+	// Subscribing is bounded by a deadline, which the client honours,
+	// whereas cancelling ctx would not end a read from a hung server (and
+	// the subscription cannot be closed while it connects): so the watch,
+	// and the manager's Stop that waits for it, end within SubscribeTimeout
+	// however Redis hangs.
+	subCtx, cancel := context.WithTimeout(ctx, s.subscribe)
+	sub := s.client.Subscribe(subCtx, s.channel)
 	defer sub.Close()
-	// A blocked read does not watch ctx; closing the subscription ends it.
-	stop := context.AfterFunc(ctx, func() { sub.Close() })
-	defer stop()
-	if _, err := sub.Receive(ctx); err != nil {
+	_, err := sub.Receive(subCtx)
+	cancel()
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("redisstore: subscribe to %s: %w", s.channel, err)
 	}
+	// A blocked read does not watch ctx; closing the subscription ends it.
+	stop := context.AfterFunc(ctx, func() { sub.Close() })
+	defer stop()
 	ready()
 	for {
 		msg, err := sub.ReceiveMessage(ctx)

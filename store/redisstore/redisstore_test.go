@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 func newClient(t *testing.T, srv *redistest.Server) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -49,7 +49,7 @@ func TestRedisClusterConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) store.Store {
 			prefix++
-			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			return redisstore.New(c, redisstore.Options{Prefix: "c" + strconv.Itoa(prefix)})
 		},
@@ -65,7 +65,7 @@ func TestRedisFailoverConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) store.Store {
 			prefix++
-			c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: []string{sentinel}})
+			c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: []string{sentinel}, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			return redisstore.New(c, redisstore.Options{Prefix: "f" + strconv.Itoa(prefix)})
 		},
@@ -106,4 +106,20 @@ func TestRedisRefusedAtRegister(t *testing.T) {
 	defer m.Stop()
 	_, err := m.Register("a}b", manager.Config{Store: redisstore.New(good, redisstore.Options{})})
 	assert.NoError(t, err, "a '}' after the first character keeps every key of the breaker in the tag {a}")
+}
+
+// A go-redis client that ignores context deadlines is refused, with an
+// error naming the option to set.
+func TestRedisRefusesAClientWithoutDeadlines(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	st := redisstore.New(c, redisstore.Options{})
+	require.Error(t, st.Err())
+	assert.Contains(t, st.Err().Error(), "ContextTimeoutEnabled")
+	m := manager.Start(manager.Options{Logger: quiet})
+	defer m.Stop()
+	_, err := m.Register("svc", manager.Config{Store: st})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ContextTimeoutEnabled")
 }

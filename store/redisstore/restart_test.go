@@ -102,12 +102,13 @@ func newReplica(t *testing.T, id int, addr string) *replica {
 		restored: map[string]int{},
 	}
 	r.client = redis.NewClient(&redis.Options{
-		Addr:         addr,
-		DialTimeout:  200 * time.Millisecond,
-		ReadTimeout:  200 * time.Millisecond,
-		WriteTimeout: 200 * time.Millisecond,
-		MaxRetries:   -1,
-		PoolSize:     1000, // go-redis slows its dialling down after PoolSize failed dials in a row
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           200 * time.Millisecond,
+		WriteTimeout:          200 * time.Millisecond,
+		MaxRetries:            -1,
+		PoolSize:              1000, // go-redis slows its dialling down after PoolSize failed dials in a row
 	})
 	st := redisstore.New(r.client, redisstore.Options{Prefix: "restart"})
 	r.m = manager.Start(manager.Options{
