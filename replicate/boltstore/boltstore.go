@@ -83,6 +83,8 @@ type Store struct {
 
 	// pending counts the pending marks; only the committer changes it.
 	pending atomic.Int64
+	// commits counts the transactions committed, for the benchmarks.
+	commits atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -536,6 +538,7 @@ func (s *Store) transact(batch []*op) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("%w: %w", errCommit, err)
 	}
+	s.commits.Add(1)
 	return nil
 }
 
