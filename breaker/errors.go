@@ -3,6 +3,7 @@ package breaker
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,15 @@ type OpenError struct {
 	// open period, or the end of the running probe's time. It is zero when
 	// that is not known (yet), for example while a breaker is forced open.
 	Until time.Time
+	// Cause is the error of the call that opened the breaker (it tripped it,
+	// or it was the probe that failed), when that call was released with
+	// one in this process; nil otherwise, and for a breaker forced open.
+	// It stays the same while the breaker recovers from that opening
+	// (half_open, probing). It is not in the error's chain: errors.Is(err,
+	// context.DeadlineExceeded) does not hold for a declined call because
+	// the call that opened the breaker timed out; ask errors.Is(e.Cause,
+	// ...) for that.
+	Cause error
 }
 
 // Error describes the declined call, for example
@@ -36,10 +46,14 @@ func (e *OpenError) Error() string {
 	default:
 		what = e.State.String()
 	}
-	if e.Until.IsZero() {
-		return fmt.Sprintf("fusebox: breaker %q is %s", e.Name, what)
+	msg := fmt.Sprintf("fusebox: breaker %q is %s", e.Name, what)
+	if !e.Until.IsZero() {
+		msg += " until " + e.Until.Format(time.RFC3339Nano)
 	}
-	return fmt.Sprintf("fusebox: breaker %q is %s until %s", e.Name, what, e.Until.Format(time.RFC3339Nano))
+	if e.Cause != nil {
+		msg += ", opened by: " + strings.TrimPrefix(e.Cause.Error(), "fusebox: ")
+	}
+	return msg
 }
 
 // Is reports whether target is ErrOpen, so that errors.Is(err, ErrOpen)

@@ -33,23 +33,24 @@ type Snapshot struct {
 	Removed bool
 
 	// The small fields come last, together, so that the struct packs
-	// tightly (the state machine adds its counter and stays in 128 bytes).
+	// tightly (the state machine adds its counter: 144 bytes in all).
 	admit   bool // State == Closed && !Halted: the one check on the hot path
 	decline bool // State is Open or Probing, and not Halted
 }
 
 // NewSnapshot returns s, of which only the exported fields are read,
 // completed for breaker name: what Admits, Declines and Err report follows
-// from those fields, and the error is built once, here. It exists for the
-// state machine that publishes snapshots; users read snapshots and have no
-// need to build one. Removed implies Halted.
-func NewSnapshot(name string, s Snapshot) Snapshot {
+// from those fields, and the error is built once, here, with opened (the
+// error of the call that opened the breaker, if known) as its Cause. It
+// exists for the state machine that publishes snapshots; users read
+// snapshots and have no need to build one. Removed implies Halted.
+func NewSnapshot(name string, s Snapshot, opened error) Snapshot {
 	s.Halted = s.Halted || s.Removed
 	s.admit = s.State == Closed && !s.Halted
 	s.decline = (s.State == Open || s.State == Probing) && !s.Halted
 	s.err = OpenError{}
 	if !s.admit {
-		s.err = OpenError{Name: name, State: s.State, Until: s.Until}
+		s.err = OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
 	}
 	return s
 }

@@ -109,7 +109,7 @@ func TestConsecutiveOnTheMachine(t *testing.T) {
 				require.Equal(t, machine.Counted, r)
 				require.Equal(t, i == n, trip, "failure %d of %d: Record said trip=%v", i, n, trip)
 				if trip {
-					_, ok := m.Trip(tk.Gen, F, now)
+					_, ok := m.Trip(tk.Gen, F, nil, now)
 					require.True(t, ok)
 				}
 			}

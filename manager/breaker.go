@@ -254,8 +254,8 @@ func (p Permit) release(o classify.Outcome, err error) {
 // trip opens the closed breaker of generation gen because of a call with
 // outcome o and error err.
 func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
-	if step, ok := b.mach.Trip(gen, o, b.mgr.clk.Now()); ok {
-		b.mgr.send(note{b: b, step: step, err: err})
+	if step, ok := b.mach.Trip(gen, o, err, b.mgr.clk.Now()); ok {
+		b.mgr.notify(b, step)
 	}
 }
 
@@ -264,12 +264,12 @@ func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
 	if b.sharing != nil {
 		token = b.resolveFirst(t, o)
 	}
-	step, r := b.mach.EndProbe(t, o, b.mgr.clk.Now())
+	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
 		b.stats.Add(statStale)
 		return
 	}
-	b.mgr.send(note{b: b, step: step, token: token, err: err})
+	b.mgr.send(note{b: b, step: step, token: token})
 }
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,

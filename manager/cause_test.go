@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,46 @@ func TestWithHintsRejectsANonPositiveLimit(t *testing.T) {
 	m, _ := startMock(t)
 	_, err := m.Register("b", manager.Config{Recover: recover.WithHints(nil, 0)})
 	assert.ErrorContains(t, err, "recover.WithHints.max must be positive, got 0s")
+}
+
+// A declined call's OpenError says what opened the breaker: the error of
+// the call that tripped it or of the probe that failed, for as long as the
+// breaker recovers from that opening.
+func TestOpenErrorCause(t *testing.T) {
+	errTrip, errProbe := errors.New("connection refused"), errors.New("still refused")
+	m, mock := startMock(t)
+	b := register(t, m, "payments", manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover:  recover.BasicTimeout{Open: time.Second, ProbeTimeout: time.Minute},
+	})
+
+	release(t, b, errTrip)
+	oe := declined(t, b)
+	assert.Equal(t, errTrip, oe.Cause, "declined right after the trip")
+	m.Sync()
+	oe = declined(t, b)
+	assert.Equal(t, errTrip, oe.Cause, "declined once the open period is known")
+	assert.False(t, oe.Until.IsZero())
+	assert.Contains(t, oe.Error(), `is open until `)
+	assert.True(t, strings.HasSuffix(oe.Error(), ", opened by: connection refused"), oe.Error())
+	assert.NotErrorIs(t, oe, errTrip, "the cause is not in the declined call's chain")
+
+	advance(m, mock, time.Second)
+	p := probe(t, b)
+	oe = declined(t, b)
+	assert.Equal(t, breaker.Probing, oe.State)
+	assert.Equal(t, errTrip, oe.Cause, "while probing, the opening being recovered from")
+	p.Release(errProbe)
+	assert.Equal(t, errProbe, declined(t, b).Cause, "after the failed probe")
+
+	require.NoError(t, b.ForceOpen())
+	assert.Nil(t, declined(t, b).Cause, "forced open by hand")
+	require.NoError(t, b.Reset())
+
+	p, err := b.Acquire(context.Background())
+	require.NoError(t, err)
+	p.ReleaseOutcome(classify.Failure)
+	oe = declined(t, b)
+	assert.Nil(t, oe.Cause, "released with an outcome only")
+	assert.NotContains(t, oe.Error(), "opened by")
 }

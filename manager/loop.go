@@ -127,7 +127,7 @@ func (m *Manager) apply(n note) {
 		}
 	case s.NeedsTimer() && m.fault == nil:
 		var ok bool
-		if d, ok = m.timeout(b, s, n.err); !ok {
+		if d, ok = m.timeout(b, s); !ok {
 			return
 		}
 		m.schedule(b, s, d)
@@ -137,11 +137,10 @@ func (m *Manager) apply(n note) {
 	}
 }
 
-// timeout asks the breaker's Recover how long the state entered by s lasts;
-// cause is the error of the call that made the step, if known. It reports
-// false if Recover panicked: the manager must restart.
-func (m *Manager) timeout(b *Breaker, s machine.Step, cause error) (time.Duration, bool) {
-	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Err: cause}
+// timeout asks the breaker's Recover how long the state entered by s lasts.
+// It reports false if Recover panicked: the manager must restart.
+func (m *Manager) timeout(b *Breaker, s machine.Step) (time.Duration, bool) {
+	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Err: s.Err}
 	var d time.Duration
 	var next any
 	if p := guard(func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {

@@ -74,14 +74,14 @@ func drainEvents(ch <-chan Event) []Event {
 func cycle(t *testing.T, b *Breaker, start time.Time) []machine.Step {
 	t.Helper()
 	gen := b.mach.Snapshot().Gen
-	s1, ok := b.mach.Trip(gen, classify.Failure, start)
+	s1, ok := b.mach.Trip(gen, classify.Failure, nil, start)
 	require.True(t, ok)
 	s2, ok := b.mach.Expire(s1.Gen, start.Add(time.Second))
 	require.True(t, ok)
 	tk, s3, oerr := b.mach.Acquire(start.Add(2 * time.Second))
 	require.Nil(t, oerr)
 	require.True(t, tk.Probe)
-	s4, r := b.mach.EndProbe(tk, classify.Success, start.Add(3*time.Second))
+	s4, r := b.mach.EndProbe(tk, classify.Success, nil, start.Add(3*time.Second))
 	require.Equal(t, machine.Counted, r)
 	return []machine.Step{s1, s2, s3, s4}
 }
@@ -212,7 +212,7 @@ func TestRunDue(t *testing.T) {
 	events := subscribeLoopless(m, 16)
 	now := mock.Now()
 	for _, br := range []*Breaker{a, b, c} {
-		s, ok := br.mach.Trip(br.mach.Snapshot().Gen, classify.Failure, now)
+		s, ok := br.mach.Trip(br.mach.Snapshot().Gen, classify.Failure, nil, now)
 		require.True(t, ok)
 		m.handle(br, s)
 	}

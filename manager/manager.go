@@ -64,9 +64,6 @@ type note struct {
 	// token is the store's probe lease this process held, on a step that
 	// ends a shared breaker's probe.
 	token string
-	// err is the error of the call that made the step, when it opens the
-	// breaker and was released with one: recover.Context.Err.
-	err error
 	// kind is the kind of event the step is published as.
 	kind EventKind
 }

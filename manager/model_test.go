@@ -287,6 +287,7 @@ type refModel struct {
 	events   []modelEvent      // expected events, since the last take
 	timeouts []recover.Context // expected Recover.Timeout calls, since the last take
 	cause    error             // the error of the call being released, for Context.Err
+	opened   error             // what opened the breaker: its declined calls' OpenError.Cause
 }
 
 func newRefModel(name string, strat modelStrategy, dur func(int, bool) time.Duration, now time.Time, maxRestarts int, window time.Duration) *refModel {
@@ -303,6 +304,12 @@ func (r *refModel) move(to breaker.State, cause breaker.Cause, o classify.Outcom
 	r.gen++
 	r.state, r.since, r.until = to, at, time.Time{}
 	r.forced = cause == breaker.CauseForceOpen
+	switch to {
+	case breaker.Open:
+		r.opened = r.cause
+	case breaker.Closed:
+		r.opened = nil
+	}
 	r.timed = false
 	if to == breaker.Closed {
 		r.strat.reset()
@@ -393,7 +400,7 @@ func (r *refModel) acquire(cancelled bool) (modelPermit, *breaker.OpenError, err
 		return modelPermit{gen: r.gen}, nil, nil
 	case r.state == breaker.Open || r.state == breaker.Probing:
 		r.stats.Declined++
-		return modelPermit{}, &breaker.OpenError{Name: r.name, State: r.state, Until: r.until}, nil
+		return modelPermit{}, &breaker.OpenError{Name: r.name, State: r.state, Until: r.until, Cause: r.opened}, nil
 	case cancelled:
 		return modelPermit{}, nil, context.Canceled
 	}

@@ -182,7 +182,7 @@ func TestGettingStartedFirstBreaker(t *testing.T) {
 	assert.Equal(t, 5, calls, "charge runs for the first five calls only")
 	lines := logged.get()
 	if assert.Len(t, lines, 1) {
-		assert.Regexp(t, `^payments declined the call \(open\): fusebox: breaker "payments" is open( until \S+)?$`, lines[0])
+		assert.Regexp(t, `^payments declined the call \(open\): fusebox: breaker "payments" is open( until \S+)?, opened by: payments is down$`, lines[0])
 	}
 }
 

@@ -25,7 +25,7 @@ func ExampleMachine() {
 	// when the strategy says so.
 	release := func(t machine.Ticket, o classify.Outcome, now time.Time) {
 		if trip, _ := m.Record(t, o, now); trip {
-			step, _ := m.Trip(t.Gen, o, now)
+			step, _ := m.Trip(t.Gen, o, nil, now)
 			fmt.Println(step.Transition, "needs a timer:", step.NeedsTimer())
 			// The recovery policy would say for how long; say 30s.
 			m.SetUntil(step.Gen, now.Add(30*time.Second))
@@ -50,7 +50,7 @@ func ExampleMachine() {
 	_, _, declined = m.Acquire(start.Add(32 * time.Second))
 	fmt.Println(declined.State)
 
-	step, _ = m.EndProbe(probe, classify.Success, start.Add(33*time.Second))
+	step, _ = m.EndProbe(probe, classify.Success, nil, start.Add(33*time.Second))
 	fmt.Println(step.Transition)
 	// Output:
 	// closed->open needs a timer: true
@@ -69,13 +69,13 @@ func ExampleMachine_staleProbe() {
 
 	t, _, _ := m.Acquire(start)
 	m.Record(t, classify.Failure, start)
-	m.Trip(t.Gen, classify.Failure, start)
+	m.Trip(t.Gen, classify.Failure, nil, start)
 	m.Expire(m.Snapshot().Gen, start.Add(time.Minute))
 	probe, _, _ := m.Acquire(start.Add(time.Minute))
 
 	step, _ := m.Expire(probe.Gen, start.Add(2*time.Minute)) // the probe timer
 	fmt.Println(step.Transition)
-	_, r := m.EndProbe(probe, classify.Success, start.Add(3*time.Minute))
+	_, r := m.EndProbe(probe, classify.Success, nil, start.Add(3*time.Minute))
 	fmt.Println(r == machine.Stale, m.Snapshot().State)
 	// Output:
 	// probing->half_open

@@ -56,6 +56,9 @@ type Step struct {
 	Outcome classify.Outcome
 	// Cause says what caused it.
 	Cause breaker.Cause
+	// Err is the error of the call that caused it, when that call was
+	// released with one; nil otherwise.
+	Err error
 }
 
 // NeedsTimer reports whether the state entered by the step runs a timer
@@ -139,7 +142,7 @@ func (m *Machine) Init(name string, s breaker.Strategy, now time.Time) error {
 	m.name = name
 	m.strat.Store(&strategy{s: s, first: c})
 	m.clock.Store(c.UsesClock())
-	next := m.snapshot(breaker.Closed, 1, now, time.Time{}, false, false)
+	next := m.snapshot(breaker.Closed, 1, now, time.Time{}, false, false, nil)
 	next.counter = c
 	m.cur.Store(next)
 	return nil
@@ -193,7 +196,7 @@ func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, er
 		cur := m.cur.Load()
 		var next *Snapshot
 		if cur.Admits() {
-			next = m.snapshot(breaker.Closed, cur.Gen+1, cur.Since, time.Time{}, false, false)
+			next = m.snapshot(breaker.Closed, cur.Gen+1, cur.Since, time.Time{}, false, false, nil)
 			next.counter = c
 		} else {
 			// The same state, republished: a transition to closed
@@ -237,18 +240,44 @@ func (m *Machine) Window(now time.Time) (calls, failures uint64, ok bool) {
 // Snapshot returns the current state.
 func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
 
-func (m *Machine) snapshot(st breaker.State, gen uint64, since, until time.Time, forced, halted bool) *Snapshot {
+// snapshot builds a snapshot; opened is the error of the call that opened
+// the breaker, for its declined calls' OpenError.Cause.
+func (m *Machine) snapshot(st breaker.State, gen uint64, since, until time.Time, forced, halted bool, opened error) *Snapshot {
 	return &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
 		State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted,
-	})}
+	}, opened)}
 }
 
-// move publishes the state to if the current snapshot is still from.
-func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classify.Outcome, cause breaker.Cause, forced bool) (Step, bool) {
+// opened is the error of the call that opened the breaker of snapshot s,
+// if known: the cause its declined calls report.
+func opened(s *Snapshot) error {
+	if e := s.Err(); e != nil {
+		return e.Cause
+	}
+	return nil
+}
+
+// openedBy is the cause a snapshot entered by moving from s to state to,
+// because of a call that returned err, reports: err for an opening, none
+// once closed, and otherwise the cause of the opening the breaker is
+// recovering from.
+func openedBy(s *Snapshot, to breaker.State, err error) error {
+	switch to {
+	case breaker.Open:
+		return err
+	case breaker.Closed:
+		return nil
+	}
+	return opened(s)
+}
+
+// move publishes the state to if the current snapshot is still from; err is
+// the error of the call that made the move, if any.
+func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classify.Outcome, cause breaker.Cause, forced bool, err error) (Step, bool) {
 	if from.Halted {
 		return Step{}, false
 	}
-	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false)
+	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false, openedBy(from, to, err))
 	if to == breaker.Closed {
 		next.counter = m.newCounter()
 	} else {
@@ -257,7 +286,7 @@ func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classi
 	if !m.cur.CompareAndSwap(from, next) {
 		return Step{}, false
 	}
-	return Step{Transition: breaker.Transition{From: from.State, To: to}, Gen: next.Gen, At: now, Outcome: o, Cause: cause}, true
+	return Step{Transition: breaker.Transition{From: from.State, To: to}, Gen: next.Gen, At: now, Outcome: o, Cause: cause, Err: err}, true
 }
 
 // Acquire admits a call or declines it. In the closed state it returns a
@@ -277,7 +306,7 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *breaker.OpenError) {
 		case s.State != breaker.HalfOpen:
 			return Ticket{}, Step{}, s.Err()
 		}
-		if step, ok := m.move(s, breaker.Probing, now, 0, breaker.CauseProbe, false); ok {
+		if step, ok := m.move(s, breaker.Probing, now, 0, breaker.CauseProbe, false, nil); ok {
 			return Ticket{Gen: step.Gen, Probe: true}, step, nil
 		}
 		// Another caller moved the breaker first; look again.
@@ -308,21 +337,24 @@ func (m *Machine) Record(t Ticket, o classify.Outcome, now time.Time) (trip bool
 }
 
 // Trip opens a closed breaker of generation gen, at now, because of a call
-// with outcome o. It does nothing if the breaker is no longer that closed
-// generation.
-func (m *Machine) Trip(gen uint64, o classify.Outcome, now time.Time) (Step, bool) {
+// with outcome o that returned err (nil if unknown), which the open
+// period's OpenError reports as its Cause and the step carries. It does
+// nothing if the breaker is no longer that closed generation.
+func (m *Machine) Trip(gen uint64, o classify.Outcome, err error, now time.Time) (Step, bool) {
 	s := m.cur.Load()
 	if s.Gen != gen || s.State != breaker.Closed {
 		return Step{}, false
 	}
-	return m.move(s, breaker.Open, now, o, breaker.CauseTrip, false)
+	return m.move(s, breaker.Open, now, o, breaker.CauseTrip, false, err)
 }
 
 // EndProbe reports the probe's outcome: a success closes the breaker, a
 // failure re-opens it, and ignore gives the probe slot back (half_open). A
 // ticket that is not the current probe is Stale and changes nothing: the
 // probe's time ran out, or the breaker was reset or forced open meanwhile.
-func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, Release) {
+// err is the error the probe returned (nil if unknown): the Cause of the
+// OpenError of the period a failure opens.
+func (m *Machine) EndProbe(t Ticket, o classify.Outcome, err error, now time.Time) (Step, Release) {
 	to := breaker.Open
 	switch o {
 	case classify.Success:
@@ -338,7 +370,7 @@ func (m *Machine) EndProbe(t Ticket, o classify.Outcome, now time.Time) (Step, R
 		// The swap also fails when SetUntil published the probe's
 		// deadline meanwhile: a new snapshot of the same generation, in
 		// which the probe is still current. Look again.
-		if step, ok := m.move(s, to, now, o, breaker.CauseProbe, false); ok {
+		if step, ok := m.move(s, to, now, o, breaker.CauseProbe, false, err); ok {
 			return step, Counted
 		}
 	}
@@ -355,7 +387,7 @@ func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
 		if s.Gen != gen || s.Forced || s.Halted || (s.State != breaker.Open && s.State != breaker.Probing) || now.Before(s.Until) {
 			return Step{}, false
 		}
-		if step, ok := m.move(s, breaker.HalfOpen, now, 0, breaker.CauseTimer, false); ok {
+		if step, ok := m.move(s, breaker.HalfOpen, now, 0, breaker.CauseTimer, false, nil); ok {
 			return step, true
 		}
 	}
@@ -369,7 +401,7 @@ func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
 		if s.Gen != gen || s.Admits() || s.Halted {
 			return false
 		}
-		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false)
+		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false, opened(s))
 		next.counter = s.counter
 		if m.cur.CompareAndSwap(s, next) {
 			return true
@@ -385,7 +417,7 @@ func (m *Machine) ForceOpen(now time.Time) (Step, bool) {
 		if s.Forced || s.Halted {
 			return Step{}, false
 		}
-		if step, ok := m.move(s, breaker.Open, now, 0, breaker.CauseForceOpen, true); ok {
+		if step, ok := m.move(s, breaker.Open, now, 0, breaker.CauseForceOpen, true, nil); ok {
 			return step, true
 		}
 	}
@@ -412,7 +444,7 @@ func (m *Machine) Reset(now time.Time, cause breaker.Cause) (Step, bool) {
 		if s.Forced && cause != breaker.CauseReset {
 			return Step{}, false
 		}
-		if step, ok := m.move(s, breaker.Closed, now, 0, cause, false); ok {
+		if step, ok := m.move(s, breaker.Closed, now, 0, cause, false, nil); ok {
 			return step, true
 		}
 	}
@@ -456,7 +488,7 @@ func (m *Machine) halt(removed bool) bool {
 		}
 		next := &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
 			State: s.State, Gen: s.Gen + 1, Since: s.Since, Until: s.Until, Forced: s.Forced, Halted: true, Removed: removed,
-		})}
+		}, opened(s))}
 		next.counter = s.counter
 		if m.cur.CompareAndSwap(s, next) {
 			return true
@@ -479,7 +511,7 @@ func (m *Machine) Mirror(st breaker.State, until, now time.Time) (Step, bool) {
 		if s.State == st || s.Forced || s.Halted {
 			return Step{}, false
 		}
-		next := m.snapshot(st, s.Gen+1, now, until, false, false)
+		next := m.snapshot(st, s.Gen+1, now, until, false, false, openedBy(s, st, nil))
 		if st == breaker.Closed {
 			next.counter = m.newCounter()
 		} else {

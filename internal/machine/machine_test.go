@@ -112,7 +112,7 @@ func release(name string, o classify.Outcome, now time.Time) input {
 				panic("no ticket named " + name)
 			}
 			if tk.Probe {
-				step, rel := f.m.EndProbe(tk, o, now)
+				step, rel := f.m.EndProbe(tk, o, nil, now)
 				return step, rel == machine.Counted, result{Stale: rel == machine.Stale}
 			}
 			trip, rel := f.m.Record(tk, o, now)
@@ -120,7 +120,7 @@ func release(name string, o classify.Outcome, now time.Time) input {
 				return machine.Step{}, false, result{Stale: true}
 			}
 			if trip {
-				step, ok := f.m.Trip(tk.Gen, o, now)
+				step, ok := f.m.Trip(tk.Gen, o, nil, now)
 				return step, ok, result{}
 			}
 			return machine.Step{}, false, result{}
@@ -167,7 +167,7 @@ func trip(now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("Trip(gen, failure, %s)", when(now)),
 		apply: func(f *fixture) (machine.Step, bool, result) {
-			step, ok := f.m.Trip(f.m.Snapshot().Gen, classify.Failure, now)
+			step, ok := f.m.Trip(f.m.Snapshot().Gen, classify.Failure, nil, now)
 			return step, ok, result{}
 		},
 	}
@@ -445,7 +445,7 @@ func TestMachineCurrent(t *testing.T) {
 	assert.NotNil(t, f.m.Current(a), "a ticket of the current closed generation is current")
 	assert.Nil(t, f.m.Current(machine.Ticket{Gen: a.Gen, Probe: true}), "a probe ticket is never a closed-state ticket")
 	assert.Nil(t, f.m.Current(machine.Ticket{}), "the zero ticket is never current")
-	_, ok := f.m.Trip(a.Gen, classify.Failure, at(time.Second))
+	_, ok := f.m.Trip(a.Gen, classify.Failure, nil, at(time.Second))
 	require.True(t, ok)
 	assert.Nil(t, f.m.Current(a), "after a trip the ticket is stale")
 }
@@ -517,7 +517,7 @@ func TestMachineSetUntil(t *testing.T) {
 	assert.Equal(t, `fusebox: breaker "svc" is probing (one trial call in flight) until 2026-01-02T15:05:03.5Z`, err.Error())
 
 	// Closed and halted breakers have nothing to wait for.
-	_, _ = f.m.EndProbe(tk, classify.Success, at(35*time.Second))
+	_, _ = f.m.EndProbe(tk, classify.Success, nil, at(35*time.Second))
 	assert.False(t, f.m.SetUntil(f.m.Snapshot().Gen, at(time.Hour)), "SetUntil on a closed breaker")
 	f.m.ForceOpen(at(36 * time.Second))
 	f.m.Halt()
@@ -683,7 +683,7 @@ func TestMachineTripsOnceAmongManyCallers(t *testing.T) {
 			defer wg.Done()
 			<-start
 			if trip, _ := m.Record(tk, classify.Failure, t0); trip {
-				if step, ok := m.Trip(tk.Gen, classify.Failure, t0); ok {
+				if step, ok := m.Trip(tk.Gen, classify.Failure, nil, t0); ok {
 					mu.Lock()
 					trips = append(trips, step)
 					mu.Unlock()
@@ -711,14 +711,14 @@ func TestMachineLateRecordStaysInItsPeriod(t *testing.T) {
 	for range 2 {
 		tk, _, _ := m.Acquire(t0)
 		if trip, _ := m.Record(tk, classify.Failure, t0); trip {
-			_, ok := m.Trip(tk.Gen, classify.Failure, t0)
+			_, ok := m.Trip(tk.Gen, classify.Failure, nil, t0)
 			require.True(t, ok)
 		}
 	}
 	require.Equal(t, open, m.Snapshot().State)
 	m.Expire(m.Snapshot().Gen, t0.Add(time.Second))
 	probe, _, _ := m.Acquire(t0.Add(time.Second))
-	_, r := m.EndProbe(probe, classify.Success, t0.Add(time.Second))
+	_, r := m.EndProbe(probe, classify.Success, nil, t0.Add(time.Second))
 	require.Equal(t, machine.Counted, r)
 	require.Equal(t, closed, m.Snapshot().State)
 

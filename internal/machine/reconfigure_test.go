@@ -21,7 +21,7 @@ func fail(t *testing.T, m *machine.Machine, now time.Time) bool {
 	trip, r := m.Record(tk, classify.Failure, now)
 	require.Equal(t, machine.Counted, r, "failure at %s", when(now))
 	if trip {
-		_, ok := m.Trip(tk.Gen, classify.Failure, now)
+		_, ok := m.Trip(tk.Gen, classify.Failure, nil, now)
 		require.True(t, ok, "Trip at %s", when(now))
 	}
 	return trip
@@ -73,7 +73,7 @@ func TestMachineReconfigureOpen(t *testing.T) {
 	require.True(t, ok, "the open period's timer still ends it")
 	p, _, _ := m.Acquire(at(33 * time.Second))
 	require.True(t, p.Probe)
-	_, r := m.EndProbe(p, classify.Success, at(34*time.Second))
+	_, r := m.EndProbe(p, classify.Success, nil, at(34*time.Second))
 	require.Equal(t, machine.Counted, r)
 	assert.True(t, fail(t, m, at(35*time.Second)), "the next closed period counts with the new strategy: one failure trips")
 }
@@ -90,7 +90,7 @@ func TestMachineReconfigureProbingKeepsTheProbe(t *testing.T) {
 	_, ok, err = m.Reconfigure(breaker.Consecutive{Failures: 2}, at(33*time.Second))
 	require.NoError(t, err)
 	assert.False(t, ok)
-	step, r := m.EndProbe(p, classify.Success, at(34*time.Second))
+	step, r := m.EndProbe(p, classify.Success, nil, at(34*time.Second))
 	require.Equal(t, machine.Counted, r, "the probe in flight is still the probe")
 	assert.Equal(t, tr(probing, closed), step.Transition)
 	assert.False(t, fail(t, m, at(35*time.Second)), "failure 1 of 2")
