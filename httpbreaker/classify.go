@@ -23,10 +23,12 @@ type Classifier func(resp *http.Response, err error) classify.Outcome
 //     the caller gave up, which says nothing about the upstream;
 //   - any other error is a Failure: a refused or reset connection, a TLS
 //     failure, a deadline exceeded (context.DeadlineExceeded), a timeout;
-//   - a response with status 429 Too Many Requests, or 500 and above, is a
+//   - a response with status 408 Request Timeout (the upstream timed out
+//     reading the request), 429 Too Many Requests, or 500 and above, is a
 //     Failure;
-//   - a response with any other status (1xx to 4xx but 429) is a Success:
-//     the upstream answered, and a 404 or 400 is the caller's business;
+//   - a response with any other status (1xx to 4xx but 408 and 429) is a
+//     Success: the upstream answered, and a 404 or 400 is the caller's
+//     business;
 //   - no response and no error, which only a broken RoundTripper returns,
 //     is a Failure.
 //
@@ -40,7 +42,10 @@ func Classify(resp *http.Response, err error) classify.Outcome {
 	if resp == nil {
 		return classify.Failure
 	}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+	switch {
+	case resp.StatusCode == http.StatusRequestTimeout,
+		resp.StatusCode == http.StatusTooManyRequests,
+		resp.StatusCode >= 500:
 		return classify.Failure
 	}
 	return classify.Success

@@ -45,21 +45,23 @@
 //
 // # What counts as a failure
 //
-// Classify is the default classification: a 5xx status or 429 Too Many
-// Requests is a failure, any other status a success, a request cancelled by
+// Classify is the default classification: a 5xx status, 408 Request
+// Timeout or 429 Too Many Requests is a failure, any other status a success, a request cancelled by
 // its caller (context.Canceled) is ignored, and any other error (a refused
 // connection, a reset, a deadline exceeded) is a failure. Options.Classify
-// replaces it.
+// replaces it; a Config with a Classify of its own is refused, since the
+// Transport would not use it.
 //
 // # Retry-After
 //
 // When a 429 or 503 response carries a Retry-After header (in seconds or as
-// an HTTP date), the Transport remembers when the upstream asked to be
-// called again. If the breaker then opens, it stays open at least until
-// that time, even when its recovery policy's open period is shorter. The
-// hint is capped by Options.MaxRetryAfter and forgotten at the next
-// successful response. It applies to the breakers the Transport registered
-// itself, whose recovery policy it wraps.
+// an HTTP date), the Transport releases the request with a *StatusError
+// that carries the wait, and registers its breakers with their recovery
+// policy wrapped by recover.WithHints. If that response opens the breaker
+// (it trips it, or it is a failed probe), the breaker stays open at least
+// as long as the upstream asked, even when its policy's open period is
+// shorter, up to Options.MaxRetryAfter. The hint reaches the policy in
+// recover.Context.Err, so a breaker registered by hand can honour it too.
 //
 // # Response bodies
 //

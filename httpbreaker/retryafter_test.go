@@ -11,6 +11,8 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/httpbreaker"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
 )
 
 func TestRetryAfterKeepsTheBreakerOpen(t *testing.T) {
@@ -103,13 +105,13 @@ func TestRetryAfterIsForgottenAfterASuccess(t *testing.T) {
 	assert.Equal(t, breaker.HalfOpen, b.State())
 }
 
-func TestRetryAfterWithoutTripping(t *testing.T) {
+// Only the response that opens the breaker sets the open period: a hint
+// from an earlier 503 does not outlive the response that carried it.
+func TestRetryAfterOfTheOpeningResponseOnly(t *testing.T) {
 	m, mock := newManager(t)
 	up := newUpstream(t)
 	c := &http.Client{Transport: newTransport(t, m, 2, 10*time.Second, httpbreaker.Options{})}
 
-	// The hint is remembered from the first 503; the breaker opens on the
-	// second failure, a 500 that carries no hint of its own.
 	_, err := do(t, c, up.URL+"/?status=503&retry=30")
 	require.NoError(t, err)
 	mock.Add(5 * time.Second)
@@ -118,7 +120,39 @@ func TestRetryAfterWithoutTripping(t *testing.T) {
 	m.Sync()
 	b := breakerOf(t, m, up.key())
 	require.Equal(t, breaker.Open, b.State())
-	assert.Equal(t, t0.Add(30*time.Second), b.Snapshot().Until, "open until the time the upstream asked for")
+	assert.Equal(t, mock.Now().Add(10*time.Second), b.Snapshot().Until, "the 500 that tripped the breaker asked for nothing")
+}
+
+// The response that opened the breaker is the declined requests' cause,
+// and a breaker registered by hand gets its hint in recover.Context.Err.
+func TestRetryAfterReachesThePolicyAndTheCause(t *testing.T) {
+	m, _ := newManager(t)
+	up := newUpstream(t)
+	var hint time.Duration
+	_, err := m.Register(up.key(), manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover: recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
+			if c.Opening() {
+				hint, _ = recover.HintOf(c.Err)
+			}
+			return time.Minute, struct{}{}
+		}),
+	})
+	require.NoError(t, err)
+	c := &http.Client{Transport: newTransport(t, m, 1, 10*time.Second, httpbreaker.Options{})}
+	_, err = do(t, c, up.URL+"/?status=503&retry=42")
+	require.NoError(t, err)
+	m.Sync()
+	assert.Equal(t, 42*time.Second, hint)
+
+	_, err = do(t, c, up.URL)
+	var oe *breaker.OpenError
+	require.ErrorAs(t, err, &oe)
+	var se *httpbreaker.StatusError
+	require.ErrorAs(t, oe.Cause, &se)
+	assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
+	assert.Equal(t, 42*time.Second, se.Wait)
+	assert.Contains(t, err.Error(), "opened by: httpbreaker: the upstream answered 503 Service Unavailable (Retry-After: 42s)")
 }
 
 func TestRetryAfterParsing(t *testing.T) {

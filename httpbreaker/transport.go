@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,9 +27,10 @@ type Options struct {
 	// port.
 	Key func(req *http.Request) string
 	// Config returns the configuration of the breaker registered for key,
-	// the first time a request has that key. Its Classify field is not used
-	// by the Transport, which classifies with Options.Classify. Nil means
-	// DefaultConfig.
+	// the first time a request has that key. Its Classify field must be nil:
+	// the Transport classifies responses with Options.Classify, and a
+	// Config with a Classify fails the registration (the request gets the
+	// error) rather than being silently ignored. Nil means DefaultConfig.
 	Config func(key string) manager.Config
 	// Classify decides the outcome of each request let through. When the
 	// request's context was cancelled, the error it is given satisfies
@@ -106,15 +108,6 @@ type entry struct {
 	err   error
 	owned bool         // this Transport registered b
 	last  atomic.Int64 // the last use, in Unix nanoseconds on the manager's clock (see hosts)
-	// hinted is set when this Transport registered the breaker with a
-	// recovery policy that reads hint.
-	hinted bool
-	// hint is when the upstream asked, with Retry-After, to be called
-	// again, in Unix nanoseconds on the manager's clock; zero if it did not.
-	hint atomic.Int64
-	// self is b, for the recovery policy, which runs on the manager's
-	// goroutine.
-	self atomic.Pointer[manager.Breaker]
 }
 
 // New returns a Transport that puts the upstreams of its requests behind
@@ -162,25 +155,37 @@ func New(m *manager.Manager, opts Options) (*Transport, error) {
 // releases the permit, and returns the response and error unchanged: the
 // response's body is neither read nor closed.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	e, p, err := t.acquire(req)
+	_, p, err := t.acquire(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
 	}
 	released := false
 	defer func() {
-		if !released { // the wrapped RoundTripper panicked
+		if !released { // the wrapped RoundTripper or the Classifier panicked
 			p.ReleaseOutcome(classify.Failure)
 		}
 	}()
 	resp, err := t.base.RoundTrip(req)
-	released = true
 	o := t.classify(resp, cancelled(req, err))
-	if e.hinted {
-		t.note(e, resp, err, o)
-	}
-	p.ReleaseOutcome(o)
+	released = true
+	p.ReleaseWith(o, t.cause(resp, err, o))
 	return resp, err
+}
+
+// cause is what a request that ended with resp and err, and was classified
+// o, opened its breaker with, should it open it: the error, or for a
+// response counted as a failure a *StatusError that carries the
+// response's Retry-After. It allocates only for such a response.
+func (t *Transport) cause(resp *http.Response, err error, o classify.Outcome) error {
+	if err != nil || o != classify.Failure || resp == nil {
+		return err
+	}
+	se := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status}
+	if !t.ignoreRetryAfter {
+		se.Wait, _ = RetryAfter(resp, t.clk.Now())
+	}
+	return se
 }
 
 // CloseIdleConnections closes the idle connections of the wrapped
@@ -199,22 +204,22 @@ func (t *Transport) register(key string, e *entry) {
 	// behind rather than a nil breaker.
 	e.err = fmt.Errorf("fusebox: httpbreaker: registering breaker %q did not complete", key)
 	cfg := t.config(key)
+	if cfg.Classify != nil {
+		e.err = fmt.Errorf("fusebox: httpbreaker: breaker %q: Config.Classify is not used by a Transport, which classifies responses with Options.Classify; leave it nil", key)
+		return
+	}
 	if !t.ignoreRetryAfter {
-		inner := cfg.Recover
-		if inner == nil {
-			inner = recover.BasicTimeout{Open: recover.DefaultOpen} // the manager's default
-		}
-		cfg.Recover = retryAfterRecover{inner: inner, e: e, clk: t.clk}
+		cfg.Recover = recover.WithHints(cfg.Recover, t.maxRetryAfter)
 	}
 	b, err := t.m.Register(key, cfg)
 	switch {
 	case err == nil:
-		e.b, e.err, e.hinted, e.owned = b, nil, !t.ignoreRetryAfter, true
-		e.self.Store(b)
+		e.b, e.err, e.owned = b, nil, true
 	case errors.Is(err, manager.ErrDuplicate):
 		// Registered by hand or by another Transport sharing the manager:
-		// use it as it is. Its recovery policy is not ours, so this
-		// Transport records no Retry-After hints for it.
+		// use it as it is. Its recovery policy is its own: a Retry-After
+		// reaches it in recover.Context.Err, and keeps it open if the
+		// policy honours hints (recover.WithHints).
 		if b, ok := t.m.Breaker(key); ok {
 			e.b, e.err = b, nil
 		} else {
@@ -222,21 +227,6 @@ func (t *Transport) register(key string, e *entry) {
 		}
 	default:
 		e.err = err
-	}
-}
-
-// note records or forgets the upstream's Retry-After hint.
-func (t *Transport) note(e *entry, resp *http.Response, err error, o classify.Outcome) {
-	if err == nil && resp != nil &&
-		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		now := t.clk.Now()
-		if d, ok := RetryAfter(resp, now); ok {
-			e.hint.Store(now.Add(min(d, t.maxRetryAfter)).UnixNano())
-		}
-		return
-	}
-	if o == classify.Success && e.hint.Load() != 0 {
-		e.hint.Store(0)
 	}
 }
 
@@ -269,38 +259,38 @@ func describe(req *http.Request) string {
 	return req.Method + " " + req.URL.Redacted()
 }
 
-// retryAfterRecover wraps a breaker's recovery policy so that an open
-// period lasts at least until the time its Transport recorded from a
-// Retry-After header. It runs on the manager's goroutine; the hint is
-// written by callers before the release that opens the breaker, which
-// reaches the manager through a channel, so the manager sees it.
-type retryAfterRecover struct {
-	inner recover.Recover
-	e     *entry
-	clk   clock.Clock
+// StatusError is what opened a breaker when a response the Classifier
+// counted as a failure did (a 503, say): the Transport releases such a
+// request with it, so that it is the breaker's recover.Context.Err and its
+// declined calls' breaker.OpenError.Cause. The caller never gets it: the
+// response is returned as it came.
+//
+// A StatusError is a recover.Hint: RetryAfter is the wait the response's
+// Retry-After header asked for, which keeps the breaker open that long
+// under recover.WithHints.
+type StatusError struct {
+	// StatusCode and Status are the response's, such as 503 and
+	// "503 Service Unavailable".
+	StatusCode int
+	Status     string
+	// Wait is how long the response's Retry-After header asked the client
+	// to wait (see RetryAfter): zero if it did not, or if the Transport
+	// ignores Retry-After.
+	Wait time.Duration
 }
 
-func (r retryAfterRecover) Init() (any, error) { return r.inner.Init() }
-
-func (r retryAfterRecover) Timeout(c recover.Context, state any) (time.Duration, any) {
-	d, next := r.inner.Timeout(c, state)
-	if !c.Opening() {
-		return d, next
+// Error returns, for example, "fusebox: httpbreaker: the upstream answered
+// 503 Service Unavailable (Retry-After: 2m0s)".
+func (e *StatusError) Error() string {
+	status := e.Status
+	if status == "" {
+		status = strconv.Itoa(e.StatusCode)
 	}
-	until := r.e.hint.Load()
-	if until == 0 {
-		return d, next
+	if e.Wait > 0 {
+		return fmt.Sprintf("fusebox: httpbreaker: the upstream answered %s (Retry-After: %v)", status, e.Wait)
 	}
-	// The open period is counted from the transition, which the manager
-	// handles a little later: measure the hint from the transition too.
-	from := r.clk.Now()
-	if b := r.e.self.Load(); b != nil {
-		if s := b.Snapshot(); s.State == c.Transition.To && s.Since.Before(from) {
-			from = s.Since
-		}
-	}
-	if rest := time.Duration(until - from.UnixNano()); rest > d {
-		d = rest
-	}
-	return d, next
+	return "fusebox: httpbreaker: the upstream answered " + status
 }
+
+// RetryAfter returns Wait, implementing recover.Hint.
+func (e *StatusError) RetryAfter() time.Duration { return e.Wait }

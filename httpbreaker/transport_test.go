@@ -22,6 +22,7 @@ import (
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/httpbreaker"
 	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
@@ -48,6 +49,7 @@ func TestStatuses(t *testing.T) {
 		{400, classify.Success},
 		{401, classify.Success},
 		{404, classify.Success},
+		{408, classify.Failure},
 		{409, classify.Success},
 		{429, classify.Failure},
 		{500, classify.Failure},
@@ -479,6 +481,64 @@ func TestPanicInBaseCountsAsFailure(t *testing.T) {
 	b := breakerOf(t, m, "upstream.test:80")
 	assert.Equal(t, uint64(1), b.Stats().Failures)
 	assert.Equal(t, breaker.Open, b.State())
+}
+
+// A Config that sets Classify is refused, with an error that names the
+// breaker and the field, rather than registered with a Classify the
+// Transport would never call.
+func TestConfigClassifyIsRejected(t *testing.T) {
+	m, _ := newManager(t)
+	up := newUpstream(t)
+	c := &http.Client{Transport: newTransport(t, m, 1, time.Minute, httpbreaker.Options{
+		Config: func(string) manager.Config {
+			return manager.Config{Classify: func(error) classify.Outcome { return classify.Ignore }}
+		},
+	})}
+	_, err := do(t, c, up.URL)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `breaker "`+up.key()+`": Config.Classify is not used by a Transport`)
+	assert.Zero(t, up.hits.Load(), "nothing was sent")
+	_, ok := m.Breaker(up.key())
+	assert.False(t, ok, "nothing was registered")
+}
+
+// A Classifier that panics releases the request as a failure: a probe does
+// not keep its slot until the probe timeout.
+func TestPanickingClassifierReleasesTheProbe(t *testing.T) {
+	m, mock := newManager(t)
+	var panics atomic.Bool
+	tr := newTransport(t, m, 1, time.Second, httpbreaker.Options{
+		// Responses made up on the spot: the panic leaves no body to close.
+		Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusInternalServerError, Header: http.Header{}, Body: http.NoBody}, nil
+		}),
+		Config: func(string) manager.Config {
+			return manager.Config{
+				Strategy: breaker.Consecutive{Failures: 1},
+				Recover:  recover.BasicTimeout{Open: time.Second, ProbeTimeout: time.Hour},
+			}
+		},
+		Classify: func(resp *http.Response, err error) classify.Outcome {
+			if panics.Load() {
+				panic("classifier")
+			}
+			return httpbreaker.Classify(resp, err)
+		},
+	})
+	req, err := http.NewRequest(http.MethodGet, "http://upstream.test/", nil)
+	require.NoError(t, err)
+	_, err = tr.RoundTrip(req)
+	require.NoError(t, err)
+	mock.Add(time.Second)
+	m.Sync()
+	b := breakerOf(t, m, "upstream.test:80")
+	require.Equal(t, breaker.HalfOpen, b.State())
+
+	panics.Store(true)
+	assert.PanicsWithValue(t, "classifier", func() { tr.RoundTrip(req) })
+	m.Sync()
+	assert.Equal(t, breaker.Open, b.State(), "the probe was released as a failure")
+	assert.EqualValues(t, 2, b.Stats().Failures)
 }
 
 func TestDefaultConfig(t *testing.T) {
