@@ -55,12 +55,10 @@ var errBoom = errors.New("boom")
 
 // The functions the wrappers call. They are package-level so that no
 // benchmark allocates a closure for them.
-func okErr() error                  { return nil }
-func okAny() (any, error)           { return nil, nil }
-func okCtx(context.Context) error   { return nil }
-func failErr() error                { return errBoom }
-func failAny() (any, error)         { return nil, errBoom }
-func failCtx(context.Context) error { return errBoom }
+func okErr() error                { return nil }
+func okAny() (any, error)         { return nil, nil }
+func okCtx(context.Context) error { return nil }
+func failAny() (any, error)       { return nil, errBoom }
 
 // quiet is the logger of every manager started here: the benchmarks make
 // nothing worth logging, and a stray line would break benchmark output.
