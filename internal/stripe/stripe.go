@@ -1,21 +1,23 @@
 // Package stripe counts events that many goroutines report at once, such as
-// the calls through one breaker, without a locked instruction per event and
-// without making goroutines fight over one cache line.
+// the calls through one breaker, without making goroutines fight over one
+// cache line.
 //
 // A Counters keeps one cache line of counters per P (the scheduler's
 // processors). An increment pins its goroutine to its P for the length of
-// the increment, the way sync.Pool does, and adds to that P's line. While a
-// goroutine is pinned no other goroutine runs on its P, and no other P
-// writes that line, so the increment needs no atomic read-modify-write: a
-// plain add does, which costs a fraction of the locked add an atomic
-// counter pays (about 6-15 ns on the development machines). Readers sum the
-// lines with atomic loads; a word-sized read observes some complete write.
+// the increment, the way sync.Pool does, and adds to that P's line, so the
+// line stays in that P's cache and no two Ps write the same line: the
+// atomic add finds its line uncontended, which is what makes it cheap. A
+// single shared atomic word would instead bounce between the Ps' caches on
+// every call.
 //
-// Under the race detector, which cannot know about pinning, the lines are
-// added to atomically (see add_race.go). The lines are allocated by the
-// first increment, so a counter set that is never used costs only its
-// header. If GOMAXPROCS grows past the number of lines, the extra Ps add to
-// a shared atomic line.
+// Every access is atomic, the increments as well as the reads that sum the
+// lines. A plain increment would be enough for the pinned writer, but a
+// reader summing the lines meanwhile would race with it under the Go memory
+// model, and on 32-bit platforms a plain 64-bit store is two stores, which
+// a reader can see half done. The lines are allocated by the first
+// increment, so a counter set that is never used costs only its header. If
+// GOMAXPROCS grows past the number of lines, the extra Ps add to a shared
+// line.
 package stripe
 
 import (
@@ -29,8 +31,10 @@ const N = 6
 
 const lineSize = 64
 
+// line is one P's counters. atomic.Uint64 keeps each 64-bit aligned, as
+// 64-bit atomics need on 32-bit platforms.
 type line struct {
-	n [N]uint64
+	n [N]atomic.Uint64
 	_ [lineSize - N*8]byte
 }
 
@@ -45,7 +49,7 @@ type Counters struct {
 func (c *Counters) Add(i int) {
 	p := procPin()
 	if ls := c.lines.Load(); ls != nil && uint(p) < uint(len(*ls)) {
-		add(&(*ls)[p].n[i])
+		(*ls)[p].n[i].Add(1)
 		procUnpin()
 		return
 	}
@@ -69,7 +73,7 @@ func (c *Counters) Load(i int) uint64 {
 	v := c.extra[i].Load()
 	if ls := c.lines.Load(); ls != nil {
 		for j := range *ls {
-			v += atomic.LoadUint64(&(*ls)[j].n[i])
+			v += (*ls)[j].n[i].Load()
 		}
 	}
 	return v
