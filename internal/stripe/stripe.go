@@ -2,22 +2,26 @@
 // the calls through one breaker, without making goroutines fight over one
 // cache line.
 //
-// A Counters keeps one cache line of counters per P (the scheduler's
-// processors). An increment pins its goroutine to its P for the length of
-// the increment, the way sync.Pool does, and adds to that P's line, so the
-// line stays in that P's cache and no two Ps write the same line: the
-// atomic add finds its line uncontended, which is what makes it cheap. A
-// single shared atomic word would instead bounce between the Ps' caches on
-// every call.
+// A Counters starts as one atomic word per counter. As long as one
+// goroutine at a time adds to it, an add is a compare-and-swap on that
+// word, which finds the word in its own cache. The first add that loses
+// its compare-and-swap to another goroutine's, which is what contention
+// looks like, spreads the counters over lines: several cache lines of
+// counters, each add going to the line its goroutine's stack address picks.
+// Goroutines on different Ps then mostly write different lines, so the
+// lines stay in their Ps' caches instead of moving between them on every
+// add. Readers sum the word and the lines.
 //
-// Every access is atomic, the increments as well as the reads that sum the
-// lines. A plain increment would be enough for the pinned writer, but a
-// reader summing the lines meanwhile would race with it under the Go memory
-// model, and on 32-bit platforms a plain 64-bit store is two stores, which
-// a reader can see half done. The lines are allocated by the first
-// increment, so a counter set that is never used costs only its header. If
-// GOMAXPROCS grows past the number of lines, the extra Ps add to a shared
-// line.
+// Every access is atomic, the adds as well as the reads that sum them, so
+// a reader never races with a writer under the Go memory model, and a
+// 64-bit counter cannot be seen half written on a 32-bit platform. The
+// stack address is only a hint: a goroutine whose stack has moved, or two
+// goroutines that pick the same line, still count exactly, only slower.
+// (Pinning the goroutine to its P to pick the line, the way sync.Pool does,
+// costs more than the atomic add it would spread out.)
+//
+// A counter set that is never contended costs only its header, whatever
+// GOMAXPROCS is.
 package stripe
 
 import (
@@ -31,8 +35,8 @@ const N = 6
 
 const lineSize = 64
 
-// line is one P's counters. atomic.Uint64 keeps each 64-bit aligned, as
-// 64-bit atomics need on 32-bit platforms.
+// line is one stripe of the counters. atomic.Uint64 keeps each 64-bit
+// aligned, as 64-bit atomics need on 32-bit platforms.
 type line struct {
 	n [N]atomic.Uint64
 	_ [lineSize - N*8]byte
@@ -41,36 +45,58 @@ type line struct {
 // Counters is a set of N counters. Its zero value is ready to use; it must
 // not be copied after first use.
 type Counters struct {
-	lines atomic.Pointer[[]line]
-	extra [N]atomic.Uint64 // for Ps beyond the lines
+	lines atomic.Pointer[[]line] // nil until the first contended add
+	base  [N]atomic.Uint64
 }
 
 // Add adds one to counter i.
 func (c *Counters) Add(i int) {
-	p := procPin()
-	if ls := c.lines.Load(); ls != nil && uint(p) < uint(len(*ls)) {
-		(*ls)[p].n[i].Add(1)
-		procUnpin()
+	if ls := c.lines.Load(); ls != nil {
+		(*ls)[pick(len(*ls))].n[i].Add(1)
 		return
 	}
-	procUnpin()
-	c.addSlow(i)
+	w := &c.base[i]
+	if v := w.Load(); w.CompareAndSwap(v, v+1) {
+		return
+	}
+	c.spread(i)
 }
 
-func (c *Counters) addSlow(i int) {
+// pick returns the line, of n (a power of two), for the calling goroutine:
+// a hash of its stack address. Goroutine stacks are at least 2 KiB apart,
+// so the bits below that are dropped; the multiplication (Fibonacci
+// hashing) spreads stacks that follow one another over the lines.
+func pick(n int) int {
+	var x byte
+	h := uint64(uintptr(unsafe.Pointer(&x))>>11) * 0x9E3779B97F4A7C15
+	return int(h>>32) & (n - 1)
+}
+
+// spread makes the lines, unless another goroutine did first, and counts
+// the add there. It is a function of its own so that Add stays small.
+func (c *Counters) spread(i int) {
 	if c.lines.Load() == nil {
-		ls := make([]line, max(runtime.GOMAXPROCS(0), 1))
+		ls := make([]line, Lines())
 		c.lines.CompareAndSwap(nil, &ls)
-		c.Add(i)
-		return
 	}
-	c.extra[i].Add(1)
+	c.Add(i)
 }
 
-// Load returns counter i: the sum of every line. Under concurrent Adds the
-// sum is a moment's value and may miss increments made while it is read.
+// Lines returns how many lines a Counters spreads over once contended: the
+// power of two at or above 4*GOMAXPROCS, at the time, so that goroutines
+// running at once seldom pick the same line.
+func Lines() int {
+	n := 1
+	for n < 4*runtime.GOMAXPROCS(0) && n < 1<<12 {
+		n <<= 1
+	}
+	return n
+}
+
+// Load returns counter i. Under concurrent Adds the sum is a moment's value
+// and may miss increments made while it is read.
 func (c *Counters) Load(i int) uint64 {
-	v := c.extra[i].Load()
+	v := c.base[i].Load()
 	if ls := c.lines.Load(); ls != nil {
 		for j := range *ls {
 			v += (*ls)[j].n[i].Load()
@@ -79,8 +105,8 @@ func (c *Counters) Load(i int) uint64 {
 	return v
 }
 
-// Bytes returns the memory the counters use beyond their header: one line
-// per P once they have been used.
+// Bytes returns the memory the counters use beyond their header: the lines,
+// once an add was contended.
 func (c *Counters) Bytes() int {
 	if ls := c.lines.Load(); ls != nil {
 		return len(*ls) * int(unsafe.Sizeof(line{}))
