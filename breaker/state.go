@@ -15,9 +15,15 @@ const (
 	HalfOpen
 	// Probing has one probe in flight and declines every other call.
 	Probing
+	// Halted is not a state of the cycle but what a breaker reports once
+	// its manager has halted for good after too many panics in callbacks:
+	// no transition happens any more, and calls are declined with
+	// manager.ErrStopped, or let through unprotected if the manager fails
+	// open. Valid reports false for it.
+	Halted
 )
 
-// String returns "closed", "open", "half_open" or "probing".
+// String returns "closed", "open", "half_open", "probing" or "halted".
 func (s State) String() string {
 	switch s {
 	case Closed:
@@ -28,6 +34,8 @@ func (s State) String() string {
 		return "half_open"
 	case Probing:
 		return "probing"
+	case Halted:
+		return "halted"
 	}
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }

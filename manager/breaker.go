@@ -45,6 +45,7 @@ const (
 	statDeclined
 	statStale
 	statSlow
+	statUnprotected
 )
 
 func outcomeStat(o classify.Outcome) int {
@@ -64,8 +65,9 @@ func (b *Breaker) Name() string { return b.mach.Name() }
 // (a trip, a probe) shows at once; one made by a timer shows once the
 // manager has handled it (see Manager.Sync). Once the breaker is removed
 // (Manager.Remove) or its manager has stopped, State keeps returning the
-// state it was in then; Snapshot and Stats say which.
-func (b *Breaker) State() breaker.State { return b.mach.Snapshot().State }
+// state it was in then; Snapshot and Stats say which. Once the manager has
+// halted after too many panics in callbacks, State returns breaker.Halted.
+func (b *Breaker) State() breaker.State { return b.mgr.reported(b.mach.Snapshot()) }
 
 // Snapshot returns the breaker's current state in full: when it was entered,
 // when its timer ends, whether it is forced open, and whether it is out of
@@ -125,7 +127,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 // probe, and once the breaker is out of service.
 func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 	if s := b.mach.Snapshot(); s.Halted {
-		return Permit{}, haltedErr(s)
+		return b.halted(s)
 	}
 	if err := ctx.Err(); err != nil {
 		return Permit{}, err
@@ -136,7 +138,7 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 		b.stats.Add(statDeclined)
 		return Permit{}, oerr
 	case t.Gen == 0:
-		return Permit{}, haltedErr(b.mach.Snapshot())
+		return b.halted(b.mach.Snapshot())
 	}
 	if step.Gen == 0 {
 		return b.permit(t), nil
@@ -164,6 +166,18 @@ func (b *Breaker) permit(t machine.Ticket) Permit {
 
 // started is a timed permit's start: never zero, which means untimed.
 func (b *Breaker) started() time.Duration { return max(b.mgr.elapsed(), 0) + 1 }
+
+// halted is Acquire once the breaker is out of service: ErrRemoved or
+// ErrStopped, or, once the manager has halted with Options.FailOpen, an
+// unprotected permit. That permit's generation is zero, which no breaker's
+// is: its release counts the outcome and changes nothing else.
+func (b *Breaker) halted(s *machine.Snapshot) (Permit, error) {
+	if !s.Removed && b.mgr.failingOpen.Load() {
+		b.stats.Add(statUnprotected)
+		return Permit{b: b}, nil
+	}
+	return Permit{}, haltedErr(s)
+}
 
 // Release reports the result of the call, classified by the breaker's
 // Classifier. See ReleaseOutcome.
@@ -235,7 +249,9 @@ func (p Permit) release(o classify.Outcome, err error) {
 	}
 	c := b.mach.Current(p.t)
 	if c == nil {
-		b.stats.Add(statStale)
+		if p.t.Gen != 0 { // not an unprotected permit
+			b.stats.Add(statStale)
+		}
 		return
 	}
 	if b.sharing != nil {

@@ -14,7 +14,7 @@ import (
 // waiting in the notes channel and every deadline that is due, so that
 // correctness never depends on which case the select picked.
 func (m *Manager) run() {
-	defer close(m.done)
+	defer m.closeDone()
 	for {
 		var tick <-chan time.Time
 		if m.armed {
@@ -46,7 +46,8 @@ func (m *Manager) run() {
 		m.drainNotes()
 		m.drainStore()
 		m.runDue()
-		if m.fault != nil && !m.supervise() {
+		if len(m.faults) > 0 && !m.supervise() {
+			m.halt()
 			m.shutdown()
 			return
 		}
@@ -125,14 +126,14 @@ func (m *Manager) apply(n note) {
 		if d = n.hold; d > 0 {
 			m.schedule(b, s, d)
 		}
-	case s.NeedsTimer() && m.fault == nil:
+	case s.NeedsTimer() && !m.faulted(b):
 		var ok bool
 		if d, ok = m.timeout(b, s); !ok {
 			return
 		}
 		m.schedule(b, s, d)
 	}
-	if b.sharing != nil && m.fault == nil {
+	if b.sharing != nil && !m.faulted(b) {
 		m.applyShared(b, s, n, d)
 	}
 }
@@ -141,18 +142,29 @@ func (m *Manager) apply(n note) {
 // It reports false if Recover panicked: the manager must restart.
 func (m *Manager) timeout(b *Breaker, s machine.Step) (time.Duration, bool) {
 	c := recover.Context{Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Err: s.Err}
-	var d time.Duration
-	var next any
-	if p := guard(func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
-		m.fault = &fault{breaker: b.Name(), callback: "Recover.Timeout", caught: p}
+	d, ok := m.askRecover(b, c)
+	if !ok {
 		return 0, false
 	}
-	b.recState = next
 	if d < 0 {
-		m.log.Warn("fusebox: Recover.Timeout returned a negative duration; using zero",
+		m.logWarn("fusebox: Recover.Timeout returned a negative duration; using zero",
 			"breaker", b.Name(), "transition", s.Transition.String(), "duration", d)
 		d = 0
 	}
+	return d, true
+}
+
+// askRecover calls b's Recover.Timeout for c, under the supervisor and the
+// watchdog, and keeps the state it returns. It reports false if Timeout
+// panicked: the breaker is then restarted before the loop goes on.
+func (m *Manager) askRecover(b *Breaker, c recover.Context) (time.Duration, bool) {
+	var d time.Duration
+	var next any
+	if p := m.callback(b, "Recover.Timeout", func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
+		m.addFault(b, "Recover.Timeout", p)
+		return 0, false
+	}
+	b.recState = next
 	return d, true
 }
 
@@ -193,8 +205,12 @@ func (m *Manager) register(req registerReq) {
 	req.reply <- nil
 }
 
-// initRecover runs the breaker's Recover.Init, turning a panic into an error.
-func (m *Manager) initRecover(b *Breaker) (any, error) { return initPolicy(b.rec) }
+// initRecover runs the breaker's Recover.Init on the loop, under the
+// watchdog, turning a panic into an error.
+func (m *Manager) initRecover(b *Breaker) (st any, err error) {
+	m.callback(b, "Recover.Init", func() { st, err = initPolicy(b.rec) })
+	return st, err
+}
 
 // initPolicy runs r.Init, turning a panic into an error.
 func initPolicy(r recover.Recover) (any, error) {
@@ -207,7 +223,8 @@ func initPolicy(r recover.Recover) (any, error) {
 }
 
 // shutdown halts every breaker, so that calls get ErrStopped, and ends every
-// subscription.
+// subscription. It runs on the loop, or in its place once Stop has given up
+// on a loop stuck in a callback (see abandon).
 func (m *Manager) shutdown() {
 	m.halted = true
 	m.stopHubs()
@@ -221,3 +238,7 @@ func (m *Manager) shutdown() {
 	m.subs = nil
 	m.stopTimer()
 }
+
+// closeDone marks the manager as stopped. It is called once the loop has
+// returned, or by Stop in the place of a loop stuck in a callback.
+func (m *Manager) closeDone() { m.doneOnce.Do(func() { close(m.done) }) }

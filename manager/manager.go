@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -23,11 +24,40 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// MaxRestarts and RestartWindow limit supervision: the MaxRestarts-th
-	// panic within RestartWindow stops the manager for good instead of
-	// restarting it. Zero means 5 and 10 seconds; negative values are
-	// logged and replaced by those defaults.
+	// restart within RestartWindow halts the manager for good instead of
+	// restarting (see FailOpen for what calls get then). Zero means 5 and
+	// 10 seconds; negative values are logged and replaced by those
+	// defaults.
 	MaxRestarts   int
 	RestartWindow time.Duration
+	// Restart says which breakers a panic in a callback the manager runs
+	// (Recover.Init, Recover.Timeout) restarts. The zero value,
+	// RestartAll, restarts every breaker: each is closed, whatever its
+	// state. RestartOne restarts only the breaker whose callback panicked.
+	// Under either, each restart counts towards MaxRestarts. An unknown
+	// value is logged and replaced by RestartAll.
+	Restart RestartPolicy
+	// FailOpen says what calls get once the manager has halted after
+	// MaxRestarts restarts. False, the default, declines them with
+	// ErrStopped. True lets them through unprotected: Acquire returns a
+	// permit, Do calls its function, no breaker trips any more, and
+	// Stats.Unprotected counts them. Either way every breaker's State and
+	// Stats.State report breaker.Halted, and an EventHalted is published
+	// for each. After Stop, calls get ErrStopped whatever FailOpen says.
+	FailOpen bool
+	// Watchdog is how long a callback the manager runs (Recover.Init,
+	// Recover.Timeout) may take before the manager logs it, with the
+	// breaker's name and the callback's; it logs again each time the time
+	// has doubled. While a callback runs, no breaker's timer fires, so a
+	// callback that blocks holds up every breaker of the manager; calling
+	// the manager (Sync, Register, Stop, ...) from a callback is the usual
+	// cause, and blocks for good. Stop waits for a running callback for
+	// at most Watchdog from its start: past that, it shuts the manager
+	// down without the loop and returns, and the manager's goroutine ends
+	// when the callback returns, without doing anything more. Watchdog is
+	// measured on Clock: with a mock clock, advance it. Zero means
+	// DefaultWatchdog; a negative value is logged and replaced by it.
+	Watchdog time.Duration
 	// StoreTimeout bounds every call to the store of a shared breaker
 	// (Config.Store): those a caller's Release makes on its goroutine
 	// (see Permit.ReleaseOutcome), those the manager makes in the
@@ -117,15 +147,26 @@ type Manager struct {
 	armedAt  time.Time // the deadline the timer is set for
 	subs     []*subscriber
 	restarts []time.Time
-	fault    *fault // a callback panicked; restart before the next request
+	faults   []fault // callbacks that panicked; restart before the next request
 	halted   bool
 	hubs     map[store.Store]*hub
+
+	// Supervision.
+	restart       RestartPolicy
+	failOpen      bool
+	watchdogAfter time.Duration
+	crashed       atomic.Bool // halted after too many restarts
+	failingOpen   atomic.Bool // crashed with FailOpen, and not stopped since
+	running       atomic.Pointer[callbackRun]
+	wake          chan struct{} // tells the watchdog a callback started
+	doneOnce      sync.Once
 }
 
 // Start creates a manager and starts its goroutine.
 func Start(opts Options) *Manager {
 	m := newManager(opts)
 	go m.run()
+	go m.watchdog()
 	return m
 }
 
@@ -133,24 +174,28 @@ func Start(opts Options) *Manager {
 // test can own the loop.
 func newManager(opts Options) *Manager {
 	m := &Manager{
-		clk:          opts.Clock,
-		log:          opts.Logger,
-		maxRestarts:  opts.MaxRestarts,
-		window:       opts.RestartWindow,
-		notes:        make(chan note, noteBuffer),
-		registerc:    make(chan registerReq),
-		syncc:        make(chan chan struct{}),
-		subscribec:   make(chan subscribeReq),
-		unsubscribec: make(chan *subscriber),
-		removec:      make(chan removeReq),
-		reconfigurec: make(chan reconfigureReq),
-		storec:       make(chan storeMsg, noteBuffer),
-		quit:         make(chan struct{}),
-		done:         make(chan struct{}),
-		byName:       make(map[string]*Breaker),
-		hubs:         make(map[store.Store]*hub),
-		storeTimeout: opts.StoreTimeout,
-		resyncEvery:  opts.Resync,
+		clk:           opts.Clock,
+		log:           opts.Logger,
+		maxRestarts:   opts.MaxRestarts,
+		window:        opts.RestartWindow,
+		notes:         make(chan note, noteBuffer),
+		registerc:     make(chan registerReq),
+		syncc:         make(chan chan struct{}),
+		subscribec:    make(chan subscribeReq),
+		unsubscribec:  make(chan *subscriber),
+		removec:       make(chan removeReq),
+		reconfigurec:  make(chan reconfigureReq),
+		storec:        make(chan storeMsg, noteBuffer),
+		quit:          make(chan struct{}),
+		done:          make(chan struct{}),
+		byName:        make(map[string]*Breaker),
+		hubs:          make(map[store.Store]*hub),
+		storeTimeout:  opts.StoreTimeout,
+		resyncEvery:   opts.Resync,
+		restart:       opts.Restart,
+		failOpen:      opts.FailOpen,
+		watchdogAfter: opts.Watchdog,
+		wake:          make(chan struct{}, 1),
 	}
 	m.stopCtx, m.stopCancel = context.WithCancel(context.Background())
 	if m.clk == nil {
@@ -161,20 +206,30 @@ func newManager(opts Options) *Manager {
 		m.log = slog.Default()
 	}
 	if m.maxRestarts < 0 {
-		m.log.Warn("fusebox: Options.MaxRestarts is negative; using the default", "got", m.maxRestarts, "default", DefaultMaxRestarts)
+		m.logWarn("fusebox: Options.MaxRestarts is negative; using the default", "got", m.maxRestarts, "default", DefaultMaxRestarts)
 	}
 	if m.maxRestarts <= 0 {
 		m.maxRestarts = DefaultMaxRestarts
 	}
 	if m.window < 0 {
-		m.log.Warn("fusebox: Options.RestartWindow is negative; using the default", "got", m.window, "default", DefaultRestartWindow)
+		m.logWarn("fusebox: Options.RestartWindow is negative; using the default", "got", m.window, "default", DefaultRestartWindow)
 	}
 	if m.window <= 0 {
 		m.window = DefaultRestartWindow
 	}
 	if m.storeTimeout < 0 || m.resyncEvery < 0 {
-		m.log.Warn("fusebox: Options.StoreTimeout or Options.Resync is negative; using the default",
+		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is negative; using the default",
 			"store_timeout", m.storeTimeout, "resync", m.resyncEvery)
+	}
+	if m.restart > RestartOne {
+		m.logWarn("fusebox: Options.Restart is unknown; using RestartAll", "got", int(m.restart))
+		m.restart = RestartAll
+	}
+	if m.watchdogAfter < 0 {
+		m.logWarn("fusebox: Options.Watchdog is negative; using the default", "got", m.watchdogAfter, "default", DefaultWatchdog)
+	}
+	if m.watchdogAfter <= 0 {
+		m.watchdogAfter = DefaultWatchdog
 	}
 	if m.storeTimeout <= 0 {
 		m.storeTimeout = DefaultStoreTimeout
@@ -285,6 +340,7 @@ func (m *Manager) Sync() {
 func (m *Manager) Stop() {
 	m.stopOnce.Do(func() { close(m.quit) })
 	<-m.done
+	m.failingOpen.Store(false)
 }
 
 // Done returns a channel that is closed once the manager has stopped, by

@@ -141,7 +141,7 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	} else {
 		m.emitKind(b, machine.Step{Gen: b.nextGen - 1, At: now}, EventReconfigured)
 	}
-	m.log.Info("fusebox: breaker reconfigured", "breaker", name,
+	m.logInfo("fusebox: breaker reconfigured", "breaker", name,
 		"strategy", fmt.Sprintf("%T%+v", cfg.Strategy, cfg.Strategy), "recover", fmt.Sprintf("%T", cfg.Recover),
 		"fresh_window", fresh, "new_recover", newRecover)
 	req.reply <- nil

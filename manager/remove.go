@@ -56,7 +56,7 @@ func (m *Manager) remove(req removeReq) {
 	}
 	s := b.mach.Snapshot()
 	m.publish(b, Event{Kind: EventRemoved, Name: req.name, At: m.clk.Now(), Gen: s.Gen})
-	m.log.Debug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
+	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
 	req.reply <- true
 }
 

@@ -539,13 +539,10 @@ func (m *Manager) applyShared(b *Breaker, s machine.Step, n note, d time.Duratio
 // half-open.
 func (m *Manager) decideLease(b *Breaker) {
 	c := recover.Context{Name: b.Name(), Transition: breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}}
-	var d time.Duration
-	var next any
-	if p := guard(func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
-		m.fault = &fault{breaker: b.Name(), callback: "Recover.Timeout", caught: p}
+	d, ok := m.askRecover(b, c)
+	if !ok {
 		return
 	}
-	b.recState = next
 	b.sharing.lease.Store(int64(max(d, time.Millisecond)))
 }
 
@@ -695,14 +692,14 @@ func (m *Manager) mirror(b *Breaker, st breaker.State, from time.Time, d time.Du
 func (m *Manager) storeDown(h *hub, b *Breaker, err error) {
 	if b != nil {
 		if m.fallBack(b) {
-			m.log.Error("fusebox: store call failed; the breaker falls back", "breaker", b.Name(), "fallback", b.sharing.fallback.String(), "error", err)
+			m.logError("fusebox: store call failed; the breaker falls back", "breaker", b.Name(), "fallback", b.sharing.fallback.String(), "error", err)
 		}
 		return
 	}
 	list := *h.breakers.Load()
 	if !h.down {
 		h.down = true
-		m.log.Error("fusebox: store unreachable; shared breakers fall back", "breakers", len(list), "error", err)
+		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(list), "error", err)
 	}
 	for _, b := range list {
 		m.fallBack(b)
@@ -737,7 +734,7 @@ func (m *Manager) storeUp(h *hub, msg storeMsg) {
 	list := msg.names
 	if h.down && msg.b == nil {
 		h.down = false
-		m.log.Info("fusebox: store reachable again; shared breakers follow it", "breakers", len(list))
+		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(list))
 	}
 	for _, b := range list {
 		sh := b.sharing

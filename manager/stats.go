@@ -11,7 +11,8 @@ import (
 type Stats struct {
 	// Name is the breaker's name.
 	Name string
-	// State is the current state, entered at Since.
+	// State is the current state, entered at Since. It is breaker.Halted
+	// once the manager has halted after too many panics in callbacks.
 	State breaker.State
 	Since time.Time
 	// Until is when the current open period or probe time ends; zero if
@@ -39,6 +40,10 @@ type Stats struct {
 	// and so counted as failures, whatever they returned; each is also in
 	// Failures.
 	SlowCalls uint64
+	// Unprotected counts the calls let through without protection once
+	// the manager had halted, with Options.FailOpen. Their outcomes count
+	// in Successes, Failures and Ignored, as any call's.
+	Unprotected uint64
 	// DroppedEvents counts this breaker's events that a subscriber lost
 	// because its buffer was full (once per subscriber that lost it).
 	DroppedEvents uint64
@@ -71,7 +76,7 @@ func (b *Breaker) Stats() Stats {
 	s := b.mach.Snapshot()
 	st := Stats{
 		Name:          b.Name(),
-		State:         s.State,
+		State:         b.mgr.reported(s),
 		Since:         s.Since,
 		Until:         s.Until,
 		Forced:        s.Forced,
@@ -82,6 +87,7 @@ func (b *Breaker) Stats() Stats {
 		Declined:      b.stats.Load(statDeclined),
 		Stale:         b.stats.Load(statStale),
 		SlowCalls:     b.stats.Load(statSlow),
+		Unprotected:   b.stats.Load(statUnprotected),
 		DroppedEvents: b.dropped.Load(),
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined

@@ -31,7 +31,7 @@ import (
 )
 
 // N is how many counters a Counters holds.
-const N = 6
+const N = 7
 
 const lineSize = 64
 
