@@ -51,11 +51,25 @@
 // Recover.Init and Recover.Timeout run on the manager's goroutine; the
 // Classifier and the Strategy's counter run on the caller's. None of them may
 // call back into the manager (Register, Sync, Stop, ...), which would
-// deadlock. A panic in a callback the manager runs is recovered and logged,
-// and the manager restarts: it calls Init again for every breaker and closes
-// every breaker, keeping the registrations. Too many restarts in a short
-// time (Options.MaxRestarts within Options.RestartWindow) stop the manager for
-// good, and every call then gets ErrStopped.
+// deadlock. A callback that runs longer than Options.Watchdog is logged,
+// with the breaker's name and the callback's; calling the manager from a
+// callback is the usual cause. While it runs, no breaker's timer fires.
+// Stop waits for it at most Options.Watchdog from its start, then stops the
+// manager without it.
+//
+// A panic in a callback the manager runs is recovered and logged, and the
+// manager restarts: with Options.Restart at its default, RestartAll, it
+// calls Init again for every breaker and closes every breaker, keeping the
+// registrations; with RestartOne, it does so for the breaker whose
+// callback panicked only. Too many restarts in a short time
+// (Options.MaxRestarts within Options.RestartWindow) halt the manager for
+// good: every breaker reports breaker.Halted, an EventHalted is published
+// for each, and every call then gets ErrStopped, or, with Options.FailOpen,
+// goes through unprotected (counted in Stats.Unprotected).
+//
+// Bad input is an error, never a panic: Register checks the name (see
+// ErrInvalidName) and every field of the Config, and Acquire, Do and Call
+// refuse a nil context or function (ErrNilContext, ErrNilFunc).
 //
 // Package recover's name shadows the builtin recover() in any file that
 // imports it; this package keeps its panic guard in a file that does not.

@@ -29,8 +29,10 @@ const (
 
 // waitLog waits, for a bounded time, until the log holds n records with
 // message msg: the watchdog runs beside the manager, so Sync does not wait
-// for it.
-func waitLog(t *testing.T, logs *logBuffer, msg string, n int) []map[string]any {
+// for it. With a mock clock, it fires the mock's due timers while it waits
+// (Add(0)): a timer the watchdog armed while the mock was being advanced
+// may have missed that Add.
+func waitLog(t *testing.T, logs *logBuffer, mock *clock.Mock, msg string, n int) []map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -40,6 +42,9 @@ func waitLog(t *testing.T, logs *logBuffer, msg string, n int) []map[string]any 
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 10s the log holds %d records %q, want %d", len(recs), msg, n)
+		}
+		if mock != nil {
+			mock.Add(0)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -243,11 +248,11 @@ func TestWatchdogLogsAStuckCallback(t *testing.T) {
 	mock.Add(time.Second)
 	assert.Empty(t, logs.find(t, msgWatchdog), "a second is within the bound")
 	mock.Add(time.Second)
-	recs := waitLog(t, logs, msgWatchdog, 1)
+	recs := waitLog(t, logs, mock, msgWatchdog, 1)
 	assert.Equal(t, "slow", recs[0]["breaker"])
 	assert.Equal(t, "Recover.Timeout", recs[0]["callback"])
 	mock.Add(2 * time.Second)
-	waitLog(t, logs, msgWatchdog, 2)
+	waitLog(t, logs, mock, msgWatchdog, 2)
 
 	rec.armed.Store(false)
 	close(rec.release)
@@ -273,7 +278,7 @@ func TestWatchdogCallbackCallsTheManager(t *testing.T) {
 	fail(t, b, 1)
 	<-rec.started
 	mock.Add(time.Second)
-	waitLog(t, logs, msgWatchdog, 1)
+	waitLog(t, logs, mock, msgWatchdog, 1)
 
 	stopped := make(chan struct{})
 	go func() { m.Stop(); close(stopped) }()
