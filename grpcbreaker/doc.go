@@ -33,7 +33,13 @@
 // to the manager. A breaker registered under the same name beforehand, by
 // hand or by another Interceptor, is used as it is.
 //
-// Keys must come from a bounded set: targets and method names are.
+// The Interceptor bounds its breakers as httpbreaker's Transport does: a
+// breaker no call went through for Options.IdleTimeout is removed from the
+// manager (Manager.Remove), and before a new key would exceed
+// Options.MaxBreakers the least recently used are, closed ones first, so
+// that an open breaker of a server still called goes last. A removed key
+// gets a fresh breaker on its next call. Only breakers the Interceptor
+// registered are removed; one found registered is only forgotten.
 //
 // # What counts as a failure
 //

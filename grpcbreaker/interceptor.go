@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/keyed"
 	"github.com/fusebox-go/fusebox/manager"
 	fbrecover "github.com/fusebox-go/fusebox/recover"
 	"google.golang.org/grpc"
@@ -40,7 +40,27 @@ type Options struct {
 	// MaxRetryDelay caps how long a server's retry hint may keep a breaker
 	// open. Zero means DefaultMaxRetryDelay; it must not be negative.
 	MaxRetryDelay time.Duration
+	// MaxBreakers caps how many breakers the Interceptor keeps, however
+	// many keys its calls name. Before a new key would exceed it, the
+	// Interceptor removes (Manager.Remove) the breakers used least
+	// recently, closed ones before open, half-open or probing ones. Zero
+	// means DefaultMaxBreakers; a negative value means no cap.
+	MaxBreakers int
+	// IdleTimeout is how long a breaker no call went through is kept: the
+	// Interceptor then removes it (Manager.Remove), whatever its state.
+	// Zero means DefaultIdleTimeout; a negative value keeps idle breakers.
+	IdleTimeout time.Duration
 }
+
+// Defaults of the bounds on an Interceptor's breakers.
+const (
+	// DefaultMaxBreakers is how many breakers an Interceptor keeps when
+	// Options.MaxBreakers is zero.
+	DefaultMaxBreakers = keyed.DefaultMax
+	// DefaultIdleTimeout is how long a breaker no call went through is kept
+	// when Options.IdleTimeout is zero.
+	DefaultIdleTimeout = keyed.DefaultIdle
+)
 
 // DefaultMaxRetryDelay is the cap on a server's retry hint when
 // Options.MaxRetryDelay is zero.
@@ -91,15 +111,11 @@ type Interceptor struct {
 	hints    bool
 	maxDelay time.Duration
 
-	cache sync.Map // key -> *entry
+	breakers *keyed.Set[*entry]
 }
 
-// entry is one key's breaker, registered once however many calls ask for it
-// at the same time.
+// entry is what the Interceptor keeps with one key's breaker.
 type entry struct {
-	once     sync.Once
-	b        *manager.Breaker
-	err      error
 	classify classify.Classifier
 	// declined is the error of the calls declined in the breaker's current
 	// open period, built once for each *breaker.OpenError.
@@ -135,6 +151,7 @@ func New(m *manager.Manager, opts Options) (*Interceptor, error) {
 	if i.maxDelay == 0 {
 		i.maxDelay = DefaultMaxRetryDelay
 	}
+	i.breakers = keyed.New(m, opts.MaxBreakers, opts.IdleTimeout, i.register)
 	return i, nil
 }
 
@@ -156,13 +173,9 @@ func (i *Interceptor) DialOptions() []grpc.DialOption {
 // invoker or the classifier panics, the call is released as a failure and
 // the panic goes on.
 func (i *Interceptor) Unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	e, err := i.entry(cc, method)
+	e, p, err := i.acquire(ctx, cc, method)
 	if err != nil {
 		return err
-	}
-	p, err := e.b.Acquire(ctx)
-	if err != nil {
-		return e.decline(err)
 	}
 	var trailer metadata.MD
 	if i.hints {
@@ -190,13 +203,9 @@ func (i *Interceptor) Unary(ctx context.Context, method string, req, reply any, 
 // caller neither reads it to the end nor cancels its context, holds its
 // permit, as it holds its resources in grpc.
 func (i *Interceptor) Stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	e, err := i.entry(cc, method)
+	e, p, err := i.acquire(ctx, cc, method)
 	if err != nil {
 		return nil, err
-	}
-	p, err := e.b.Acquire(ctx)
-	if err != nil {
-		return nil, e.decline(err)
 	}
 	released := false
 	defer func() {
@@ -243,36 +252,31 @@ func (i *Interceptor) cause(err error, trailer metadata.MD) error {
 	return err
 }
 
-// entry returns the registered breaker of the call's key.
-func (i *Interceptor) entry(cc *grpc.ClientConn, method string) (*entry, error) {
+// acquire asks the breaker of the call's key for a permit, registering the
+// breaker first if the key is new (see package keyed for the bounds). A
+// declined call's error is the call's, status Unavailable.
+func (i *Interceptor) acquire(ctx context.Context, cc *grpc.ClientConn, method string) (*entry, manager.Permit, error) {
 	var target string
 	if cc != nil {
 		target = cc.Target()
 	}
 	key := i.key(target, method)
 	if key == "" {
-		return nil, fmt.Errorf("fusebox: grpcbreaker: the key function returned an empty key for %s on %q", method, target)
+		return nil, manager.Permit{}, fmt.Errorf("fusebox: grpcbreaker: the key function returned an empty key for %s on %q", method, target)
 	}
-	v, ok := i.cache.Load(key)
-	if !ok {
-		v, _ = i.cache.LoadOrStore(key, new(entry))
+	e, p, err := i.breakers.Acquire(ctx, key)
+	switch {
+	case e == nil:
+		return nil, p, err
+	case err != nil:
+		return nil, p, e.Extra.decline(err)
 	}
-	e := v.(*entry)
-	e.once.Do(func() { i.register(key, e) })
-	if e.err != nil {
-		// Forget the failure, so that a later call tries again.
-		i.cache.CompareAndDelete(key, e)
-		return nil, e.err
-	}
-	return e, nil
+	return e.Extra, p, nil
 }
 
 // register registers key's breaker, or finds the one registered under that
 // name by someone else.
-func (i *Interceptor) register(key string, e *entry) {
-	// Set first, so that a Config function that panics leaves an error
-	// behind rather than a nil breaker.
-	e.err = fmt.Errorf("fusebox: grpcbreaker: registering breaker %q did not complete", key)
+func (i *Interceptor) register(key string) (*manager.Breaker, bool, *entry, error) {
 	cfg := i.config(key)
 	if cfg.Classify == nil {
 		cfg.Classify = i.classify
@@ -283,7 +287,7 @@ func (i *Interceptor) register(key string, e *entry) {
 	b, err := i.m.Register(key, cfg)
 	switch {
 	case err == nil:
-		e.b, e.classify, e.err = b, cfg.Classify, nil
+		return b, true, &entry{classify: cfg.Classify}, nil
 	case errors.Is(err, manager.ErrDuplicate):
 		// Registered by hand or by another Interceptor sharing the
 		// manager: use it as it is, classified by Options.Classify. A
@@ -291,13 +295,10 @@ func (i *Interceptor) register(key string, e *entry) {
 		// recover.Context.Err; whether it honours it is that policy's
 		// business (see recover.WithHints).
 		if b, ok := i.m.Breaker(key); ok {
-			e.b, e.classify, e.err = b, i.classify, nil
-		} else {
-			e.err = err
+			return b, false, &entry{classify: i.classify}, nil
 		}
-	default:
-		e.err = err
 	}
+	return nil, false, nil, err
 }
 
 // decline turns the error of a declined Acquire into the call's error.

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/keyed"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
 )
@@ -97,17 +96,7 @@ type Transport struct {
 	ignoreRetryAfter bool
 	maxRetryAfter    time.Duration
 
-	cache sync.Map // key -> *entry
-	hosts hosts
-}
-
-// entry is one key's breaker, registered once however many requests
-// ask for it at the same time.
-type entry struct {
-	b     *manager.Breaker
-	err   error
-	owned bool         // this Transport registered b
-	last  atomic.Int64 // the last use, in Unix nanoseconds on the manager's clock (see hosts)
+	breakers *keyed.Set[struct{}]
 }
 
 // New returns a Transport that puts the upstreams of its requests behind
@@ -144,7 +133,7 @@ func New(m *manager.Manager, opts Options) (*Transport, error) {
 	if t.maxRetryAfter == 0 {
 		t.maxRetryAfter = DefaultMaxRetryAfter
 	}
-	t.hosts.init(opts)
+	t.breakers = keyed.New(m, opts.MaxBreakers, opts.IdleTimeout, t.register)
 	return t, nil
 }
 
@@ -155,7 +144,7 @@ func New(m *manager.Manager, opts Options) (*Transport, error) {
 // releases the permit, and returns the response and error unchanged: the
 // response's body is neither read nor closed.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	_, p, err := t.acquire(req)
+	p, err := t.acquire(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -199,14 +188,10 @@ func (t *Transport) CloseIdleConnections() {
 
 // register registers key's breaker, or finds the one registered under that
 // name by someone else.
-func (t *Transport) register(key string, e *entry) {
-	// Set first, so that a Config function that panics leaves an error
-	// behind rather than a nil breaker.
-	e.err = fmt.Errorf("fusebox: httpbreaker: registering breaker %q did not complete", key)
+func (t *Transport) register(key string) (*manager.Breaker, bool, struct{}, error) {
 	cfg := t.config(key)
 	if cfg.Classify != nil {
-		e.err = fmt.Errorf("fusebox: httpbreaker: breaker %q: Config.Classify is not used by a Transport, which classifies responses with Options.Classify; leave it nil", key)
-		return
+		return nil, false, struct{}{}, fmt.Errorf("fusebox: httpbreaker: breaker %q: Config.Classify is not used by a Transport, which classifies responses with Options.Classify; leave it nil", key)
 	}
 	if !t.ignoreRetryAfter {
 		cfg.Recover = recover.WithHints(cfg.Recover, t.maxRetryAfter)
@@ -214,20 +199,17 @@ func (t *Transport) register(key string, e *entry) {
 	b, err := t.m.Register(key, cfg)
 	switch {
 	case err == nil:
-		e.b, e.err, e.owned = b, nil, true
+		return b, true, struct{}{}, nil
 	case errors.Is(err, manager.ErrDuplicate):
 		// Registered by hand or by another Transport sharing the manager:
 		// use it as it is. Its recovery policy is its own: a Retry-After
 		// reaches it in recover.Context.Err, and keeps it open if the
 		// policy honours hints (recover.WithHints).
 		if b, ok := t.m.Breaker(key); ok {
-			e.b, e.err = b, nil
-		} else {
-			e.err = err
+			return b, false, struct{}{}, nil
 		}
-	default:
-		e.err = err
 	}
+	return nil, false, struct{}{}, err
 }
 
 // cancelled makes sure that the error of a request whose context was
