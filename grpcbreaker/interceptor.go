@@ -177,9 +177,12 @@ func (i *Interceptor) Unary(ctx context.Context, method string, req, reply any, 
 	if err != nil {
 		return err
 	}
-	var trailer metadata.MD
+	// The trailer is asked for only when hints are on: taking its address
+	// costs an allocation per call.
+	var trailer *metadata.MD
 	if i.hints {
-		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(&trailer))
+		trailer = new(metadata.MD)
+		opts = append(opts[:len(opts):len(opts)], grpc.Trailer(trailer))
 	}
 	released := false
 	defer func() {
@@ -189,7 +192,11 @@ func (i *Interceptor) Unary(ctx context.Context, method string, req, reply any, 
 	}()
 	err = invoker(ctx, method, req, reply, cc, opts...)
 	released = true
-	i.release(e, p, err, trailer)
+	var md metadata.MD
+	if trailer != nil {
+		md = *trailer
+	}
+	i.release(e, p, err, md)
 	return err
 }
 
