@@ -377,3 +377,42 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	err = i.Unary(context.Background(), "/s/M", nil, nil, nil, nil)
 	assert.ErrorContains(t, err, "empty key for /s/M")
 }
+
+// A server that answers, but slowly, within its callers' generous
+// deadlines: without SlowCall every call succeeds and waits; with it, the
+// slow calls trip the breaker and the calls after them are declined at
+// once. The manager runs on the real clock here, since the server's delay
+// is real.
+func TestSlowServerTripsWithSlowCall(t *testing.T) {
+	m := manager.Start(manager.Options{})
+	t.Cleanup(m.Stop)
+	h := &health{check: func(ctx context.Context) error {
+		select {
+		case <-time.After(100 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	addr := serve(t, h)
+	c := dial(t, addr, newInterceptor(t, m, grpcbreaker.Options{
+		Config: func(string) manager.Config {
+			return manager.Config{
+				Strategy: breaker.Consecutive{Failures: 3},
+				Recover:  recover.BasicTimeout{Open: time.Minute},
+				SlowCall: 50 * time.Millisecond,
+			}
+		},
+	}))
+	for n := 1; n <= 3; n++ {
+		require.NoError(t, check(c), "call %d succeeds, slowly", n)
+	}
+	m.Sync()
+	b, _ := m.Breaker(addr)
+	require.Equal(t, breaker.Open, b.State())
+	assert.EqualValues(t, 3, b.Stats().SlowCalls)
+	for n := 0; n < 5; n++ {
+		assert.ErrorIs(t, check(c), breaker.ErrOpen)
+	}
+	assert.EqualValues(t, 3, h.calls.Load(), "declined calls did not wait for the slow server")
+}
