@@ -16,6 +16,12 @@
 // call back into the manager. A panic in Init or Timeout is recovered by the
 // manager, which logs it and restarts its breakers.
 //
+// The error of the call that opened the breaker reaches Timeout as
+// Context.Err, so a policy can honour a hint the error carries: how long
+// the service asked to be left alone (an HTTP Retry-After, a gRPC
+// RetryInfo, a rate limit's reset). WithHints wraps any policy so that an
+// error implementing Hint keeps the breaker open at least that long.
+//
 // A file that imports this package cannot call the builtin recover()
 // function: the package name shadows it ("use of package recover not in
 // selector"). Import it under another name, such as
