@@ -24,7 +24,18 @@
 //     to the replica through the breaker, and clears the pending mark once
 //     the replica confirms, unless a newer write marked the key again
 //     meanwhile. A goroutine of its own catches up on pending keys; Pending
-//     counts them and Wait waits until there are none.
+//     counts them and Wait waits until there are none. Rebuild sends the
+//     replica every key of the primary, for a replica that is new, wiped or
+//     restored from an old backup (catch-up knows only pending keys); a
+//     replica that is also a Lister has the keys the primary does not hold
+//     deleted.
+//
+// # Panics and bad input
+//
+// A nil context is an error wrapping ErrNilContext. A Replica or a breaker
+// Classifier that panics is recovered, on the caller's goroutine and on the
+// replicator's: the call counts as one failure, the key stays pending, the
+// write's Result.Cause is a *PanicError and Options.Logger gets a report.
 //
 // Package replicatetest has a replica for tests, whose calls can be made to
 // hang or fail, and conformance tests for a Primary of your own.
