@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,11 +123,11 @@ func TestSlowCallMustNotBeNegative(t *testing.T) {
 // countingClock is a mock clock that counts how often it is read.
 type countingClock struct {
 	*clock.Mock
-	reads int
+	reads atomic.Int64
 }
 
-func (c *countingClock) Now() time.Time                  { c.reads++; return c.Mock.Now() }
-func (c *countingClock) Since(t time.Time) time.Duration { c.reads++; return c.Mock.Since(t) }
+func (c *countingClock) Now() time.Time                  { c.reads.Add(1); return c.Mock.Now() }
+func (c *countingClock) Since(t time.Time) time.Duration { c.reads.Add(1); return c.Mock.Since(t) }
 
 // The clock is read for a call only when SlowCall is set (with a count-based
 // strategy, which reads no clock of its own).
@@ -137,19 +138,19 @@ func TestSlowCallReadsTheClockOnlyWhenSet(t *testing.T) {
 		b := register(t, m, "b", manager.Config{SlowCall: slow})
 		m.Sync()
 		// The manager's goroutine is idle now: every read below is the
-		// call's. Reads are counted on this goroutine only.
-		before := clk.reads
+		// calls'.
+		before := clk.reads.Load()
 		for range 10 {
 			p, err := b.Acquire(context.Background())
 			require.NoError(t, err)
 			p.Release(nil)
 		}
-		reads := clk.reads - before
+		reads := clk.reads.Load() - before
 		m.Stop()
 		if slow == 0 {
 			assert.Zero(t, reads, "clock reads for 10 calls with SlowCall zero")
 		} else {
-			assert.Equal(t, 20, reads, "clock reads for 10 calls with SlowCall %v: one at Acquire, one at release", slow)
+			assert.EqualValues(t, 20, reads, "clock reads for 10 calls with SlowCall %v: one at Acquire, one at release", slow)
 		}
 	}
 }
