@@ -86,3 +86,40 @@ func ExampleReplicator_Get() {
 	// hello true <nil>
 	// false
 }
+
+// A replica that lost its data, and came back with a key from an old
+// backup: catch-up has nothing to send (no key is pending), Rebuild sends
+// every key of the primary and, the replica being a Lister, deletes the
+// key the primary does not hold.
+func ExampleReplicator_Rebuild() {
+	ctx := context.Background()
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+	b, err := m.Register("replica", manager.Config{})
+	if err != nil {
+		panic(err)
+	}
+	replica := replicatetest.NewReplica()
+	r, err := replicate.New(replicate.NewMemory(), replica, b, replicate.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+	for _, k := range []string{"a", "b", "c"} {
+		if _, err := r.Put(ctx, k, []byte(k+"!")); err != nil {
+			panic(err)
+		}
+	}
+
+	replica.Wipe()
+	_ = replica.Put(ctx, "old", []byte("from the backup"))
+	fmt.Println("replica:", replica.Snapshot(), "pending:", r.Pending())
+
+	if err := r.Rebuild(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("replica:", replica.Snapshot())
+	// Output:
+	// replica: map[old:from the backup] pending: 0
+	// replica: map[a:a! b:b! c:c!]
+}
