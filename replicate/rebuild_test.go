@@ -154,19 +154,20 @@ func TestRebuildWithoutLister(t *testing.T) {
 func TestRebuildResumesAfterCancel(t *testing.T) {
 	var (
 		calls  atomic.Int64
-		cancel context.CancelFunc
+		cancel atomic.Pointer[context.CancelFunc] // set while the first Rebuild runs
 	)
 	g := newRebuildRig(t, manager.Config{}, func(r *replicatetest.Replica) replicate.Replica {
 		return &hookedReplica{Replica: r, before: func(string) error {
-			if calls.Add(1) == 200 && cancel != nil {
-				cancel()
+			if c := cancel.Load(); calls.Add(1) == 200 && c != nil {
+				(*c)()
 			}
 			return nil
 		}}
 	})
 	g.damage(t)
-	var ctx context.Context
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancelCtx := context.WithCancel(context.Background())
+	defer cancelCtx()
+	cancel.Store(&cancelCtx)
 	calls.Store(0)
 	err := g.r.Rebuild(ctx)
 	require.ErrorIs(t, err, context.Canceled)
@@ -178,7 +179,7 @@ func TestRebuildResumesAfterCancel(t *testing.T) {
 	assert.Less(t, p.After, rebuildKey(201))
 
 	calls.Store(0)
-	cancel = nil
+	cancel.Store(nil)
 	require.NoError(t, g.r.Rebuild(context.Background()))
 	wantCalls := 1 // "stale", deleted
 	for i := range rebuildKeys {
