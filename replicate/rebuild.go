@@ -3,6 +3,7 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 )
 
@@ -163,11 +164,17 @@ func (r *Replicator) rebuildKey(ctx context.Context, key string) error {
 	return nil
 }
 
-// boundedList is l.ListKeys bounded by Options.Timeout.
+// boundedList is l.ListKeys bounded by Options.Timeout, with a panic
+// recovered and returned as a *PanicError.
 func (r *Replicator) boundedList(l Lister) func(context.Context, string, int) ([]string, error) {
-	return func(ctx context.Context, after string, limit int) ([]string, error) {
+	return func(ctx context.Context, after string, limit int) (keys []string, err error) {
 		ctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
+		defer func() {
+			if v := recover(); v != nil {
+				keys, err = nil, &PanicError{Breaker: r.b.Name(), Func: "Lister.ListKeys", Value: v, Stack: debug.Stack()}
+			}
+		}()
 		return l.ListKeys(ctx, after, limit)
 	}
 }

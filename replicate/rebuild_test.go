@@ -313,3 +313,17 @@ func TestRebuildMisuse(t *testing.T) {
 	require.NoError(t, g.r.Close())
 	assert.ErrorIs(t, g.r.Rebuild(context.Background()), replicate.ErrClosed)
 }
+
+// panickyLister is a replica whose listing panics.
+type panickyLister struct{ replicate.Replica }
+
+func (panickyLister) ListKeys(context.Context, string, int) ([]string, error) { panic("list") }
+
+func TestRebuildListerPanicIsAnError(t *testing.T) {
+	g := newRebuildRig(t, manager.Config{}, func(r *replicatetest.Replica) replicate.Replica { return panickyLister{r} })
+	err := g.r.Rebuild(context.Background())
+	var pe *replicate.PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "Lister.ListKeys", pe.Func)
+	assert.True(t, g.progress(t).Running, "the rebuild is left unfinished, to be resumed")
+}

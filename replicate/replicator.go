@@ -570,8 +570,9 @@ func (r *Replicator) logPanic(key string, pe *PanicError) {
 type PanicError struct {
 	// Breaker is the breaker's name.
 	Breaker string
-	// Func is what panicked: "Replica.Put", "Replica.Delete" or
-	// "Classifier".
+	// Func is what panicked: "Replica.Put", "Replica.Delete",
+	// "Classifier", or "Lister.ListKeys" (then Rebuild returns the
+	// error).
 	Func string
 	// Value is the value passed to panic.
 	Value any
