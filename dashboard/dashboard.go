@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +25,8 @@ const (
 	DefaultTitle       = "fusebox"
 	DefaultHistory     = 20
 	DefaultRefresh     = time.Second
-	DefaultEventBuffer = 256
+	DefaultEventBuffer = 4096
+	DefaultMaxStreams  = 64
 	// MaxHistory bounds Options.History: the handler keeps this many
 	// transitions per breaker at most.
 	MaxHistory = 1000
@@ -53,6 +56,17 @@ type Options struct {
 	// breaker changes state; a transition is sent at once. Zero means
 	// DefaultRefresh; it may not be negative or below 10ms.
 	Refresh time.Duration
+	// Hosts lists the host names (with or without a port) the handler
+	// answers to, checked against each request's Host header so that a
+	// page served under another name by DNS rebinding gets nothing. Empty
+	// means the address the request came in on (an IP address, with or
+	// without its port) and, on a loopback address, "localhost": list the
+	// names the dashboard is reached by when it is served under one. Other
+	// hosts get 421 Misdirected Request.
+	Hosts []string
+	// MaxStreams bounds the event streams open at once; one more gets 503.
+	// Zero means DefaultMaxStreams; it may not be negative.
+	MaxStreams int
 	// EventBuffer is the buffer of the handler's subscription to the
 	// manager's events. Below 1 means DefaultEventBuffer; above
 	// manager.MaxSubscribeBuffer is an error. Transitions that
@@ -67,14 +81,16 @@ type Options struct {
 type Handler struct {
 	m     *manager.Manager
 	opts  Options
-	hist  *history
+	hub   *hub
+	hosts map[string]bool
 	mux   *http.ServeMux
 	page  []byte
 	quit  chan struct{}
 	close sync.Once
 
-	mu      sync.Mutex // guards closed and streams.Add
+	mu      sync.Mutex // guards closed, open and streams.Add
 	closed  bool
+	open    int
 	streams sync.WaitGroup
 }
 
@@ -108,6 +124,19 @@ func New(m *manager.Manager, opts Options) (*Handler, error) {
 	if opts.EventBuffer < 1 {
 		opts.EventBuffer = DefaultEventBuffer
 	}
+	switch {
+	case opts.MaxStreams < 0:
+		return nil, fmt.Errorf("fusebox: dashboard.New: Options.MaxStreams is %d; it must be 0 (for %d) or more", opts.MaxStreams, DefaultMaxStreams)
+	case opts.MaxStreams == 0:
+		opts.MaxStreams = DefaultMaxStreams
+	}
+	hosts := make(map[string]bool, len(opts.Hosts))
+	for _, host := range opts.Hosts {
+		if host == "" || strings.ContainsAny(host, "/ ") {
+			return nil, fmt.Errorf("fusebox: dashboard.New: Options.Hosts: %q is not a host name", host)
+		}
+		hosts[strings.ToLower(host)] = true
+	}
 	if opts.Actions && opts.Token == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
@@ -117,7 +146,7 @@ func New(m *manager.Manager, opts Options) (*Handler, error) {
 		opts.Token = ""
 	}
 
-	h := &Handler{m: m, opts: opts, quit: make(chan struct{})}
+	h := &Handler{m: m, opts: opts, hosts: hosts, quit: make(chan struct{})}
 	var page bytes.Buffer
 	if err := pageTemplate.Execute(&page, struct {
 		Title   string
@@ -139,11 +168,11 @@ func New(m *manager.Manager, opts Options) (*Handler, error) {
 		mux.Handle("POST /api/reset", sameOrigin(h.action((*manager.Breaker).Reset)))
 	}
 	h.mux = mux
-	hist, err := startHistory(m, opts.History, opts.EventBuffer)
+	hb, err := startHub(m, opts.Title, opts.Actions, opts.History, opts.EventBuffer, opts.Refresh)
 	if err != nil {
 		return nil, fmt.Errorf("fusebox: dashboard.New: Options.EventBuffer: %w", err)
 	}
-	h.hist = hist
+	h.hub = hb
 	return h, nil
 }
 
@@ -168,6 +197,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 	}
+	if !h.hostAllowed(r) {
+		http.Error(w, fmt.Sprintf("fusebox dashboard: host %q is not served here (see dashboard.Options.Hosts)", r.Host), http.StatusMisdirectedRequest)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -183,19 +216,33 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(h.status())
 }
 
-// serveEvents streams the status: once at once, then after every batch of
-// transitions and every Refresh. It returns when the client goes away or
-// the handler is closed.
+// serveEvents streams the breakers: a full "snapshot" at once, then a
+// "delta" message for each change, holding only the breakers that changed.
+// Every stream sends the same encoded messages; one that falls behind the
+// messages the handler keeps gets a new snapshot. It returns when the
+// client goes away or the handler is closed.
 func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
-	if h.closed {
+	switch {
+	case h.closed:
 		h.mu.Unlock()
 		http.Error(w, "fusebox dashboard closed", http.StatusServiceUnavailable)
 		return
+	case h.open >= h.opts.MaxStreams:
+		h.mu.Unlock()
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, fmt.Sprintf("fusebox dashboard: %d event streams are open already (Options.MaxStreams)", h.opts.MaxStreams), http.StatusServiceUnavailable)
+		return
 	}
+	h.open++
 	h.streams.Add(1)
 	h.mu.Unlock()
-	defer h.streams.Done()
+	defer func() {
+		h.mu.Lock()
+		h.open--
+		h.mu.Unlock()
+		h.streams.Done()
+	}()
 
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -204,12 +251,14 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	// A stalled client must not hold the stream (and Close) forever.
 	const writeTimeout = 10 * time.Second
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	send := func(p []byte) error {
+	send := func(ps ...[]byte) error {
 		if err := rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
-		if _, err := w.Write(p); err != nil {
-			return err
+		for _, p := range ps {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
 		}
 		return rc.Flush()
 	}
@@ -219,29 +268,69 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	tick := time.NewTicker(h.opts.Refresh)
-	defer tick.Stop()
-	var buf bytes.Buffer
+	snap, seq, next := h.hub.snapshot()
+	if err := send(snap); err != nil {
+		return
+	}
 	for {
-		changed := h.hist.wait()
-		buf.Reset()
-		buf.WriteString("event: status\ndata: ")
-		if err := json.NewEncoder(&buf).Encode(h.status()); err != nil {
-			return
-		}
-		buf.WriteString("\n") // Encode ended the data line; this ends the event
-		if err := send(buf.Bytes()); err != nil {
-			return
-		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-h.quit:
 			return
-		case <-changed:
-		case <-tick.C:
+		case <-next:
 		}
+		msgs, n, ok := h.hub.since(seq)
+		next = n
+		if !ok {
+			snap, seq, next = h.hub.snapshot()
+			if err := send(snap); err != nil {
+				return
+			}
+			continue
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		data := make([][]byte, len(msgs))
+		for i, m := range msgs {
+			data[i] = m.data
+		}
+		if err := send(data...); err != nil {
+			return
+		}
+		seq = msgs[len(msgs)-1].seq
 	}
+}
+
+// hostAllowed reports whether the request's Host is one the handler
+// serves: one of Options.Hosts, or else the address the request came in
+// on, and "localhost" on a loopback address.
+func (h *Handler) hostAllowed(r *http.Request) bool {
+	host := strings.ToLower(r.Host)
+	if len(h.hosts) > 0 {
+		if h.hosts[host] {
+			return true
+		}
+		if name, _, err := net.SplitHostPort(host); err == nil && h.hosts[name] {
+			return true
+		}
+		return false
+	}
+	name := host
+	if n, _, err := net.SplitHostPort(host); err == nil {
+		name = n
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	var localIP net.IP
+	if tcp, ok := local.(*net.TCPAddr); ok {
+		localIP = tcp.IP
+	}
+	if ip := net.ParseIP(name); ip != nil {
+		return localIP == nil || ip.Equal(localIP) || (ip.IsLoopback() && localIP.IsLoopback())
+	}
+	return name == "localhost" && (localIP == nil || localIP.IsLoopback())
 }
 
 // action serves a POST that applies do to the breaker named by the value
@@ -278,7 +367,7 @@ func (h *Handler) Close() {
 		h.closed = true
 		close(h.quit)
 		h.mu.Unlock()
-		h.hist.close()
+		h.hub.close()
 		h.streams.Wait()
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -130,8 +131,7 @@ func TestStatusJSON(t *testing.T) {
 	assert.Equal(t, "search", search.Name)
 	assert.Equal(t, "closed", search.State)
 	assert.Empty(t, search.Transitions)
-	assert.NotNil(t, search.Transitions, "an empty timeline is [] in JSON, not null")
-	assert.Contains(t, string(body), `"transitions":[]`)
+	assert.NotContains(t, string(body[strings.Index(string(body), `"search"`):]), `"transitions"`, "an empty timeline and zero counters are left out")
 	assert.NotContains(t, string(body), `"until"`, "no breaker has an open period")
 }
 
@@ -186,8 +186,13 @@ func TestPageIsSelfContained(t *testing.T) {
 
 // sse reads the events of a text/event-stream.
 type sse struct {
-	r    *bufio.Reader
-	resp *http.Response
+	r     *bufio.Reader
+	resp  *http.Response
+	seq   uint64
+	now   time.Time
+	byID  map[int]*dashboard.BreakerStatus
+	names map[int]string
+	bytes int // data received
 }
 
 func openEvents(t *testing.T, ctx context.Context, f *fixture) *sse {
@@ -202,7 +207,8 @@ func openEvents(t *testing.T, ctx context.Context, f *fixture) *sse {
 	return &sse{r: bufio.NewReader(resp.Body), resp: resp}
 }
 
-// next returns the next "status" event.
+// next returns the status the stream shows after its next message: a
+// snapshot replaces what it showed, a delta updates the breakers it holds.
 func (s *sse) next(t *testing.T) dashboard.Status {
 	t.Helper()
 	var event, data string
@@ -215,14 +221,90 @@ func (s *sse) next(t *testing.T) dashboard.Status {
 			event = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			data += strings.TrimPrefix(line, "data: ")
-		case line == "" && event == "status":
-			var st dashboard.Status
-			require.NoError(t, json.Unmarshal([]byte(data), &st), "%s", data)
-			return st
+		case line == "" && (event == "snapshot" || event == "delta"):
+			s.apply(t, event, data)
+			s.bytes += len(data)
+			return s.status()
 		case line == "":
 			event, data = "", ""
 		}
 	}
+}
+
+// wireMessage is a stream message as the package doc describes it.
+type wireMessage struct {
+	Seq     uint64            `json:"seq"`
+	Now     int64             `json:"now"`
+	Title   string            `json:"title"`
+	Actions bool              `json:"actions"`
+	Halted  bool              `json:"halted"`
+	Names   [][2]any          `json:"names"`
+	Gone    []int             `json:"gone"`
+	B       []json.RawMessage `json:"b"`
+}
+
+var wireStates = []string{"closed", "open", "half_open", "probing"}
+var wireOutcomes = []string{"", "success", "failure", "ignore"}
+
+func (s *sse) apply(t *testing.T, event, data string) {
+	t.Helper()
+	var msg wireMessage
+	require.NoError(t, json.Unmarshal([]byte(data), &msg), "%s", data)
+	if event == "snapshot" {
+		s.byID, s.names = map[int]*dashboard.BreakerStatus{}, map[int]string{}
+	} else {
+		require.Equal(t, s.seq+1, msg.Seq, "delta after seq %d", s.seq)
+	}
+	s.seq = msg.Seq
+	now := time.UnixMilli(msg.Now).UTC()
+	s.now = now
+	for _, n := range msg.Names {
+		id, name := int(n[0].(float64)), n[1].(string)
+		s.names[id] = name
+		s.byID[id] = &dashboard.BreakerStatus{Name: name}
+	}
+	for _, id := range msg.Gone {
+		delete(s.byID, id)
+	}
+	rel := func(v any) time.Time {
+		if v == nil {
+			return time.Time{}
+		}
+		return now.Add(time.Duration(v.(float64)) * time.Millisecond)
+	}
+	for _, raw := range msg.B {
+		var r []any
+		require.NoError(t, json.Unmarshal(raw, &r))
+		require.Len(t, r, 17, "%s", raw)
+		b := s.byID[int(r[0].(float64))]
+		require.NotNil(t, b, "record of an unknown breaker: %s", raw)
+		n := func(i int) uint64 { return uint64(r[i].(float64)) }
+		b.State, b.Since, b.Until = wireStates[int(r[1].(float64))], rel(r[2]), rel(r[3])
+		b.Forced, b.StoreDown = n(4)&1 != 0, n(4)&4 != 0
+		b.Calls, b.Successes, b.Failures, b.Ignored = n(5), n(6), n(7), n(8)
+		b.Declined, b.Stale, b.DroppedEvents, b.MissedTransitions, b.SlowCalls = n(9), n(10), n(11), n(12), n(13)
+		b.CallRate, b.FailureRate = r[14].(float64)/100, r[15].(float64)/1000
+		for _, tr := range r[16].([]any) {
+			tr := tr.([]any)
+			b.Transitions = append(b.Transitions, dashboard.TransitionRecord{
+				From: wireStates[int(tr[0].(float64))], To: wireStates[int(tr[1].(float64))],
+				At: rel(tr[2]), Cause: tr[3].(string), Outcome: wireOutcomes[int(tr[4].(float64))],
+			})
+		}
+	}
+}
+
+func (s *sse) status() dashboard.Status {
+	st := dashboard.Status{Now: s.now}
+	ids := make([]int, 0, len(s.byID))
+	for id := range s.byID {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		st.Breakers = append(st.Breakers, *s.byID[id])
+	}
+	return st
 }
 
 func TestEventsArriveAfterTransition(t *testing.T) {

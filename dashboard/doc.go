@@ -16,9 +16,35 @@
 //
 //	GET  /                 the page
 //	GET  /api/status       the Status as JSON
-//	GET  /api/events       a text/event-stream of "status" events, each a Status as JSON
+//	GET  /api/events       a text/event-stream: one "snapshot" event, then "delta" events
 //	POST /api/force-open   breaker=NAME (form body or query): Breaker.ForceOpen (only with Options.Actions)
 //	POST /api/reset        breaker=NAME (form body or query): Breaker.Reset (only with Options.Actions)
+//
+// # The event stream
+//
+// A stream starts with a "snapshot" event holding every breaker; then each
+// "delta" event holds only the breakers that changed since the one before,
+// sent as transitions happen and, for counters that moved, every
+// Options.Refresh. Each message is encoded once and every stream sends the
+// same bytes; a stream that falls behind gets a new snapshot, and so does a
+// client that reconnects. Each event's data is a JSON object:
+//
+//	seq      the message's number: a delta's is one more than the message before
+//	now      the manager's clock, in Unix milliseconds; the times below are milliseconds from it
+//	halted   whether the manager has stopped
+//	title, actions, history   (snapshot only) Options.Title, Options.Actions, Options.History
+//	names    [[id, name], ...]: breakers new to the stream (every breaker, in a snapshot)
+//	gone     [id, ...]: breakers removed
+//	b        records, one per breaker: [id, state, since, until, flags, calls,
+//	         successes, failures, ignored, declined, stale, dropped_events,
+//	         missed_transitions, slow_calls, calls per 100 s over the last minute,
+//	         failures per thousand over the last minute, transitions]
+//
+// state is 0 closed, 1 open, 2 half_open, 3 probing; until is null when
+// there is no timer; flags has 1 for forced, 2 for shared, 4 for store down.
+// transitions are [from, to, at, cause, outcome] (outcome 0 none, 1
+// success, 2 failure, 3 ignore): every one kept in a snapshot, only the new
+// ones in a delta.
 //
 // # Security
 //
@@ -32,7 +58,9 @@
 // methods get 405), reject cross-origin browser requests
 // (by their Sec-Fetch-Site and Origin headers), and require the X-Fusebox-Token header to
 // hold the handler's token, which the page carries and a page from another
-// origin cannot read. The handler does no authentication of its own: mount
+// origin cannot read. Every route checks the request's Host header (see
+// Options.Hosts), so that a page served under another name by DNS
+// rebinding gets nothing. The handler does no authentication of its own: mount
 // it behind whatever protects your other administrative pages, or serve it
 // on a loopback address only.
 package dashboard

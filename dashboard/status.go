@@ -16,6 +16,9 @@ type Status struct {
 	Now time.Time `json:"now"`
 	// Actions reports whether the force-open and reset actions are served.
 	Actions bool `json:"actions"`
+	// Halted is set once the manager has stopped: halted after a burst of
+	// restarts, or stopped. Its breakers then refuse every call.
+	Halted bool `json:"halted,omitempty"`
 	// Breakers lists every breaker of the manager in the order they were
 	// registered.
 	Breakers []BreakerStatus `json:"breakers"`
@@ -34,23 +37,36 @@ type BreakerStatus struct {
 	// there is none or it is not known yet.
 	Until time.Time `json:"until,omitzero"`
 	// Forced is set while the breaker is forced open by hand.
-	Forced bool `json:"forced"`
+	Forced bool `json:"forced,omitempty"`
+	// StoreDown is set while a shared breaker cannot reach its store.
+	StoreDown bool `json:"store_down,omitempty"`
 
-	// The counters of manager.Stats.
-	Calls         uint64 `json:"calls"`
-	Successes     uint64 `json:"successes"`
-	Failures      uint64 `json:"failures"`
-	Ignored       uint64 `json:"ignored"`
-	Declined      uint64 `json:"declined"`
-	Stale         uint64 `json:"stale"`
-	DroppedEvents uint64 `json:"dropped_events"`
+	// The counters of manager.Stats. Like every field below, a zero is
+	// left out of the JSON, so that a status of 10,000 quiet breakers
+	// stays small.
+	Calls         uint64 `json:"calls,omitempty"`
+	Successes     uint64 `json:"successes,omitempty"`
+	Failures      uint64 `json:"failures,omitempty"`
+	Ignored       uint64 `json:"ignored,omitempty"`
+	Declined      uint64 `json:"declined,omitempty"`
+	Stale         uint64 `json:"stale,omitempty"`
+	SlowCalls     uint64 `json:"slow_calls,omitempty"`
+	DroppedEvents uint64 `json:"dropped_events,omitempty"`
+
+	// CallRate is the calls per second over about the last minute, and
+	// FailureRate the share of failures among the calls with an outcome
+	// (successes and failures) over the same time. The handler samples
+	// the counters every Options.Refresh (at most every 5 seconds), so
+	// both are zero until it has two samples.
+	CallRate    float64 `json:"call_rate,omitempty"`
+	FailureRate float64 `json:"failure_rate,omitempty"`
 
 	// Transitions are the most recent transitions the handler saw, oldest
 	// first, at most Options.History of them.
-	Transitions []TransitionRecord `json:"transitions"`
+	Transitions []TransitionRecord `json:"transitions,omitempty"`
 	// MissedTransitions counts transitions the handler did not see because
 	// its event buffer was full; they are missing from Transitions.
-	MissedTransitions uint64 `json:"missed_transitions"`
+	MissedTransitions uint64 `json:"missed_transitions,omitempty"`
 }
 
 // TransitionRecord is one transition of a breaker.
@@ -83,7 +99,7 @@ func record(ev manager.Event) TransitionRecord {
 
 // status takes the current status of every breaker.
 func (h *Handler) status() Status {
-	h.hist.sync()
+	h.hub.sync()
 	bs := h.m.Breakers()
 	st := Status{
 		Title:    h.opts.Title,
@@ -91,22 +107,32 @@ func (h *Handler) status() Status {
 		Actions:  h.opts.Actions,
 		Breakers: make([]BreakerStatus, 0, len(bs)),
 	}
+	select {
+	case <-h.m.Done():
+		st.Halted = true
+	default:
+	}
 	for _, b := range bs {
 		s := b.Stats()
-		recs, missed := h.hist.read(s.Name)
+		recs, missed := h.hub.read(s.Name)
+		callRate, failureRate := h.hub.rate(s.Name)
 		st.Breakers = append(st.Breakers, BreakerStatus{
 			Name:              s.Name,
 			State:             s.State.String(),
 			Since:             s.Since,
 			Until:             s.Until,
 			Forced:            s.Forced,
+			StoreDown:         s.StoreDown,
 			Calls:             s.Calls,
 			Successes:         s.Successes,
 			Failures:          s.Failures,
 			Ignored:           s.Ignored,
 			Declined:          s.Declined,
 			Stale:             s.Stale,
+			SlowCalls:         s.SlowCalls,
 			DroppedEvents:     s.DroppedEvents,
+			CallRate:          callRate,
+			FailureRate:       failureRate,
 			Transitions:       recs,
 			MissedTransitions: missed,
 		})

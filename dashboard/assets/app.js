@@ -1,4 +1,6 @@
-// The fusebox dashboard: renders the status streamed by api/events.
+// The fusebox dashboard: keeps the breakers streamed by api/events (a full
+// "snapshot", then "delta" messages holding only what changed) and renders
+// the cards that are on screen, open and probing breakers first.
 //
 // Breaker names and every other value from the server are data: they reach
 // the page through textContent and element properties only, never as markup.
@@ -8,22 +10,44 @@
   const tokenMeta = document.querySelector('meta[name="fusebox-token"]');
   const token = tokenMeta ? tokenMeta.content : '';
   const grid = document.getElementById('breakers');
+  const spacer = document.getElementById('spacer');
   const empty = document.getElementById('empty');
   const conn = document.getElementById('conn');
   const connText = document.getElementById('conn-text');
-  const cards = new Map(); // breaker name -> card
-  let updates = 0;
+  const search = document.getElementById('search');
+  const stateFilter = document.getElementById('state-filter');
+  const summary = document.getElementById('summary');
+  const shownEl = document.getElementById('shown');
+
+  const STATES = ['closed', 'open', 'half_open', 'probing'];
+  const OUTCOMES = ['', 'success', 'failure', 'ignore'];
+  const RANK = { open: 0, probing: 1, half_open: 2, closed: 3 };
+  const CARD_H = 296; // px, every card the same height: the list renders only what is on screen
+  const GAP = 14;
+  const MIN_W = 360;
+  const WINDOW = 10 * 60 * 1000; // every timeline spans the last 10 minutes
 
   const COUNTERS = [
     ['calls', 'calls', 'Calls that asked for a permit and finished, declined ones included'],
-    ['successes', 'success', 'Calls released as a success'],
     ['failures', 'failure', 'Calls released as a failure'],
-    ['ignored', 'ignored', 'Calls released as ignored (for example canceled)'],
     ['declined', 'declined', 'Calls declined while open or probing'],
+    ['successes', 'success', 'Calls released as a success'],
+    ['ignored', 'ignored', 'Calls released as ignored (for example canceled)'],
     ['stale', 'stale', 'Releases of permits granted before the breaker last changed state'],
     ['dropped_events', 'dropped', 'Events of this breaker that a subscriber of the manager lost to a full buffer'],
     ['missed_transitions', 'missed', 'Transitions this page did not see because its event buffer was full'],
   ];
+
+  const byId = new Map(); // id -> breaker
+  let actions = false;
+  let halted = false;
+  let history = 20;
+  let offset = 0; // server clock minus ours, in ms
+  let live = false;
+  let lastNow = 0;
+  let order = []; // the breakers shown, in order
+  let updates = 0;
+  const pool = []; // cards, reused as the list scrolls
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -31,11 +55,7 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
-
   function stateLabel(s) { return s === 'half_open' ? 'half open' : s; }
-
-  // span formats a duration in milliseconds as "850ms", "12s", "3m 04s",
-  // "2h 05m" or "3d 4h".
   function span(ms) {
     if (ms < 0) ms = 0;
     if (ms < 1000) return Math.round(ms) + 'ms';
@@ -46,37 +66,155 @@
     if (s < 86400) return Math.floor(s / 3600) + 'h ' + pad(Math.floor(s / 60) % 60) + 'm';
     return Math.floor(s / 86400) + 'd ' + (Math.floor(s / 3600) % 24) + 'h';
   }
+  function serverNow() { return live ? Date.now() + offset : lastNow; }
 
-  function newCard(name) {
-    const c = { name: name };
+  // apply takes one record of the stream: [id, state, since, until, flags,
+  // calls, successes, failures, ignored, declined, stale, dropped, missed,
+  // slow, calls per 100 s, failures per thousand, [new transitions]], times
+  // in ms from the message's now.
+  function apply(r, now) {
+    const b = byId.get(r[0]);
+    if (!b) return;
+    b.state = STATES[r[1]];
+    b.since = now + r[2];
+    b.until = r[3] === null ? 0 : now + r[3];
+    b.forced = (r[4] & 1) !== 0;
+    b.storeDown = (r[4] & 4) !== 0;
+    b.calls = r[5]; b.successes = r[6]; b.failures = r[7]; b.ignored = r[8];
+    b.declined = r[9]; b.stale = r[10]; b.dropped_events = r[11]; b.missed_transitions = r[12];
+    b.slow = r[13]; b.callRate = r[14] / 100; b.failureRate = r[15] / 1000;
+    for (const t of r[16]) {
+      b.transitions.push({ from: STATES[t[0]], to: STATES[t[1]], at: now + t[2], cause: t[3], outcome: OUTCOMES[t[4]] || '' });
+    }
+    if (b.transitions.length > history) b.transitions.splice(0, b.transitions.length - history);
+  }
+
+  function take(msg, full) {
+    if (full) {
+      byId.clear();
+      actions = msg.actions;
+      history = msg.history || history;
+      if (msg.title) document.getElementById('title').textContent = msg.title;
+    }
+    offset = msg.now - Date.now();
+    lastNow = msg.now;
+    halted = msg.halted;
+    for (const [id, name] of msg.names) {
+      if (!byId.has(id)) byId.set(id, { id: id, name: name, lower: name.toLowerCase(), transitions: [] });
+    }
+    for (const id of msg.gone) byId.delete(id);
+    for (const r of msg.b) apply(r, msg.now);
+    seq = msg.seq;
+    refilter();
+  }
+  let seq = -1;
+
+  // refilter recomputes which breakers are shown, and in what order.
+  function refilter() {
+    const t0 = performance.now();
+    const q = search.value.trim().toLowerCase();
+    const want = stateFilter.value;
+    const out = [];
+    const counts = { closed: 0, open: 0, half_open: 0, probing: 0 };
+    let storeDown = 0;
+    for (const b of byId.values()) {
+      if (!b.state) continue;
+      counts[b.state]++;
+      if (b.storeDown) storeDown++;
+      if (q && !b.lower.includes(q)) continue;
+      if (want === 'not_closed' ? b.state === 'closed' : (want !== 'all' && b.state !== want)) continue;
+      out.push(b);
+    }
+    out.sort((a, b) => (RANK[a.state] - RANK[b.state]) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    order = out;
+    renderSummary(counts, storeDown);
+    schedule();
+    document.body.dataset.filterMs = String(performance.now() - t0);
+  }
+
+  function renderSummary(counts, storeDown) {
+    const items = [];
+    for (const s of ['open', 'probing', 'half_open', 'closed']) {
+      const item = el('span', 'sum pill ' + s);
+      item.dataset.state = s;
+      item.title = 'show only ' + stateLabel(s) + ' breakers';
+      item.append(el('b', 'n', String(counts[s])), document.createTextNode(' ' + stateLabel(s)));
+      item.addEventListener('click', () => { stateFilter.value = stateFilter.value === s ? 'all' : s; refilter(); });
+      items.push(item);
+    }
+    if (storeDown > 0) items.push(el('span', 'sum alert', storeDown + ' store link(s) down'));
+    if (halted) items.push(el('span', 'sum alert halted', 'manager halted: every call is refused'));
+    summary.replaceChildren(...items);
+    shownEl.textContent = order.length === byId.size ? byId.size + ' breakers' : order.length + ' of ' + byId.size + ' breakers';
+    empty.hidden = byId.size > 0;
+  }
+
+  let pending = false;
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; render(); });
+  }
+
+  // render draws the cards of the rows on screen, and no others.
+  function render() {
+    const width = grid.clientWidth;
+    const cols = Math.max(1, Math.floor((width + GAP) / (MIN_W + GAP)));
+    const cardW = (width - GAP * (cols - 1)) / cols;
+    const rows = Math.ceil(order.length / cols);
+    spacer.style.height = (rows * (CARD_H + GAP)) + 'px';
+    const top = grid.getBoundingClientRect().top + window.scrollY;
+    const from = Math.max(0, Math.floor((window.scrollY - top) / (CARD_H + GAP)) - 1);
+    const to = Math.min(rows, Math.ceil((window.scrollY - top + window.innerHeight) / (CARD_H + GAP)) + 1);
+    const now = serverNow();
+    let used = 0;
+    for (let row = from; row < to; row++) {
+      for (let col = 0; col < cols; col++) {
+        const b = order[row * cols + col];
+        if (!b) break;
+        let c = pool[used];
+        if (!c) { c = newCard(); pool.push(c); grid.append(c.root); }
+        used++;
+        c.root.hidden = false;
+        c.root.style.transform = 'translate(' + (col * (cardW + GAP)) + 'px,' + (row * (CARD_H + GAP)) + 'px)';
+        c.root.style.width = cardW + 'px';
+        renderCard(c, b, now);
+      }
+    }
+    for (let i = used; i < pool.length; i++) pool[i].root.hidden = true;
+    updates++;
+    document.body.dataset.updates = String(updates);
+    document.body.dataset.rendered = String(used);
+  }
+
+  function newCard() {
+    const c = {};
     c.root = el('section', 'card');
     const head = el('div', 'card-head');
-    c.nameEl = el('h2', 'name', name);
+    c.nameEl = el('h2', 'name');
     c.pill = el('span', 'pill state');
     c.forced = el('span', 'pill forced', 'forced');
     head.append(c.nameEl, c.pill, c.forced);
     c.since = el('p', 'since');
+    c.rates = el('p', 'rates');
     const dl = el('dl', 'counters');
     c.counters = {};
-    for (const [key, label, help] of COUNTERS) {
-      const box = el('div', 'counter ' + label.split(' ')[0]);
+    for (const [key, label, help] of COUNTERS.slice(0, 4)) {
+      const box = el('div', 'counter ' + label);
       box.title = help;
-      const dt = el('dt', '', label);
       const dd = el('dd', '', '0');
       dd.dataset.counter = key;
-      box.append(dt, dd);
+      box.append(el('dt', '', label), dd);
       dl.append(box);
       c.counters[key] = dd;
     }
+    c.more = el('p', 'more');
     c.bar = el('div', 'bar');
     c.bar.setAttribute('role', 'img');
     const axis = el('div', 'axis');
-    c.axisFrom = el('span', '');
-    c.axisTo = el('span', '', 'now');
-    axis.append(c.axisFrom, c.axisTo);
+    axis.append(el('span', '', span(WINDOW) + ' ago'), el('span', '', 'now'));
     c.log = el('ol', 'log');
-    c.note = el('p', 'note');
-    c.root.append(head, c.since, dl, c.bar, axis, c.log, c.note);
+    c.root.append(head, c.since, c.rates, dl, c.more, c.bar, axis, c.log);
     return c;
   }
 
@@ -91,93 +229,50 @@
     c.error = el('p', 'error');
     c.forceBtn.addEventListener('click', () => act(c, 'force-open'));
     c.resetBtn.addEventListener('click', () => act(c, 'reset'));
-    c.actions.append(c.forceBtn, c.resetBtn);
-    c.root.append(c.actions, c.error);
+    c.actions.append(c.forceBtn, c.resetBtn, c.error);
+    c.root.append(c.actions);
   }
 
   function act(c, what) {
+    if (!c.error) return;
     c.error.textContent = '';
     const body = new URLSearchParams();
     body.set('breaker', c.name);
     fetch('api/' + what, {
-      method: 'POST',
-      headers: { 'X-Fusebox-Token': token },
-      body: body,
-      credentials: 'same-origin',
+      method: 'POST', headers: { 'X-Fusebox-Token': token }, body: body, credentials: 'same-origin',
     }).then((r) => {
       if (!r.ok) return r.text().then((t) => { c.error.textContent = what + ' failed: ' + t.trim(); });
     }).catch((err) => { c.error.textContent = what + ' failed: ' + err; });
   }
 
-  function renderTimeline(c, b, now) {
-    const recs = b.transitions || [];
-    const nowMs = now.getTime();
-    let start = new Date(b.since).getTime();
-    if (recs.length > 0) {
-      const first = new Date(recs[0].at).getTime();
-      start = first - Math.max(1000, (nowMs - first) * 0.08);
+  function renderCard(c, b, now) {
+    if (c.name !== b.name) {
+      c.name = b.name;
+      if (c.error) c.error.textContent = '';
     }
-    start = Math.min(start, nowMs - 10000);
-    const total = nowMs - start;
-    const segs = [];
-    let state = recs.length > 0 ? recs[0].from : b.state;
-    let from = start;
-    for (const r of recs) {
-      const at = new Date(r.at).getTime();
-      segs.push([state, from, at]);
-      state = r.to;
-      from = at;
-    }
-    segs.push([b.state, from, nowMs]);
-    const bar = [];
-    for (const [st, a, z] of segs) {
-      const s = el('div', 'seg ' + st);
-      s.style.flexGrow = String(Math.max(z - a, 0) / total);
-      s.title = stateLabel(st) + ' for ' + span(z - a);
-      bar.push(s);
-    }
-    c.bar.replaceChildren(...bar);
-    c.bar.setAttribute('aria-label', 'timeline of the last ' + span(total));
-    c.axisFrom.textContent = span(total) + ' ago';
-
-    const items = [];
-    for (let i = recs.length - 1; i >= 0; i--) {
-      const r = recs[i];
-      const li = el('li');
-      const when = el('span', 'when', span(nowMs - new Date(r.at).getTime()) + ' ago');
-      when.title = r.at;
-      const cause = el('span', 'cause', r.cause.replace('_', ' ') + (r.outcome ? ' \u00b7 ' + r.outcome : ''));
-      li.append(when, el('span', 'st ' + r.from, stateLabel(r.from)), el('span', 'arrow', '\u2192'),
-        el('span', 'st ' + r.to, stateLabel(r.to)), cause);
-      items.push(li);
-    }
-    if (items.length === 0) items.push(el('li', 'none', 'no transitions since the dashboard started'));
-    c.log.replaceChildren(...items);
-    c.note.textContent = b.missed_transitions > 0
-      ? b.missed_transitions + ' transition(s) not shown: the dashboard\'s event buffer was full'
-      : '';
-  }
-
-  function renderCard(c, b, now, actions) {
     c.root.className = 'card ' + b.state;
     c.root.dataset.state = b.state;
+    c.nameEl.textContent = b.name;
+    c.nameEl.title = b.name;
     c.pill.className = 'pill state ' + b.state;
     c.pill.textContent = stateLabel(b.state);
     c.forced.hidden = !b.forced;
-    let since = stateLabel(b.state) + ' for ' + span(now - new Date(b.since));
-    if (b.forced) {
-      since += ' \u00b7 forced open until reset';
-    } else if (b.until) {
-      const left = new Date(b.until) - now;
-      if (b.state === 'open') since += ' \u00b7 probe allowed in ' + span(left);
-      else if (b.state === 'probing') since += ' \u00b7 probe times out in ' + span(left);
-    }
+    let since = stateLabel(b.state) + ' for ' + span(now - b.since);
+    if (b.forced) since += ' \u00b7 forced open until reset';
+    else if (b.until && b.state === 'open') since += ' \u00b7 probe allowed in ' + span(b.until - now);
+    else if (b.until && b.state === 'probing') since += ' \u00b7 probe times out in ' + span(b.until - now);
+    if (b.storeDown) since += ' \u00b7 store down';
     c.since.textContent = since;
-    c.since.title = 'since ' + b.since;
-    for (const [key] of COUNTERS) {
+    c.rates.textContent = b.callRate.toFixed(b.callRate < 10 ? 1 : 0) + ' calls/s \u00b7 ' +
+      (b.failureRate * 100).toFixed(1) + ' % failures (last minute)';
+    for (const [key] of COUNTERS.slice(0, 4)) {
       c.counters[key].textContent = String(b[key]);
       c.counters[key].classList.toggle('zero', b[key] === 0);
     }
+    const extra = [];
+    for (const [key, label] of COUNTERS.slice(4)) if (b[key] > 0) extra.push(b[key] + ' ' + label);
+    if (b.slow > 0) extra.push(b.slow + ' slow');
+    c.more.textContent = extra.join(' \u00b7 ');
     renderTimeline(c, b, now);
     if (actions && !c.actions) addActions(c);
     if (c.actions) {
@@ -186,44 +281,70 @@
     }
   }
 
-  function render(status) {
-    const now = new Date(status.now);
-    const seen = new Set();
-    let i = 0;
-    for (const b of status.breakers) {
-      let c = cards.get(b.name);
-      if (!c) {
-        c = newCard(b.name);
-        cards.set(b.name, c);
-      }
-      seen.add(b.name);
-      renderCard(c, b, now, status.actions);
-      // Registration order; a card already in place is not moved, so its
-      // scroll position and focus survive the update.
-      if (grid.children[i] !== c.root) grid.insertBefore(c.root, grid.children[i] || null);
-      i++;
+  // renderTimeline draws the last WINDOW on the same scale for every card.
+  function renderTimeline(c, b, now) {
+    const start = now - WINDOW;
+    const recs = b.transitions;
+    const segs = [];
+    // Before the oldest transition kept, the breaker was in its from
+    // state, if that transition is in the window; else unknown.
+    let state = recs.length > 0 ? recs[0].from : b.state;
+    let from = start;
+    if (recs.length > 0 && recs[0].at > start && recs.length >= history) state = 'unknown';
+    for (const r of recs) {
+      if (r.at > start) { segs.push([state, from, r.at]); from = r.at; }
+      state = r.to;
     }
-    for (const [name, c] of cards) {
-      if (!seen.has(name)) {
-        c.root.remove();
-        cards.delete(name);
-      }
+    segs.push([b.state, from, now]);
+    const bar = [];
+    for (const [st, a, z] of segs) {
+      if (z <= a) continue;
+      const s = el('div', 'seg ' + st);
+      s.style.flexGrow = String((z - a) / WINDOW);
+      s.title = stateLabel(st) + ' for ' + span(z - a);
+      bar.push(s);
     }
-    empty.hidden = status.breakers.length > 0;
-    updates++;
-    document.body.dataset.updates = String(updates);
+    c.bar.replaceChildren(...bar);
+    c.bar.setAttribute('aria-label', 'timeline of the last ' + span(WINDOW));
+    const items = [];
+    for (let i = recs.length - 1; i >= 0 && items.length < 3; i--) {
+      const r = recs[i];
+      const li = el('li');
+      li.append(el('span', 'when', span(now - r.at) + ' ago'), el('span', 'st ' + r.from, stateLabel(r.from)),
+        el('span', 'arrow', '\u2192'), el('span', 'st ' + r.to, stateLabel(r.to)),
+        el('span', 'cause', r.cause.replace('_', ' ') + (r.outcome ? ' \u00b7 ' + r.outcome : '')));
+      items.push(li);
+    }
+    if (items.length === 0) items.push(el('li', 'none', 'no transitions since the dashboard started'));
+    c.log.replaceChildren(...items);
   }
 
-  function setConn(cls, text) {
-    conn.className = 'conn ' + cls;
+  function setConn(isLive, text) {
+    live = isLive;
+    conn.className = 'conn ' + (isLive ? 'live' : 'down');
     connText.textContent = text;
+    // While disconnected the values are as of the last message: dimmed,
+    // and the ages stop running.
+    document.body.classList.toggle('stale', !isLive);
   }
 
-  const es = new EventSource('api/events');
-  es.addEventListener('status', (e) => {
-    setConn('live', 'live');
-    render(JSON.parse(e.data));
-  });
-  es.addEventListener('open', () => setConn('live', 'live'));
-  es.addEventListener('error', () => setConn('down', 'reconnecting\u2026'));
+  search.addEventListener('input', refilter);
+  stateFilter.addEventListener('change', refilter);
+  window.addEventListener('scroll', schedule, { passive: true });
+  window.addEventListener('resize', schedule);
+  setInterval(() => { if (live) schedule(); }, 1000);
+
+  let es = null;
+  function connect() {
+    es = new EventSource('api/events');
+    es.addEventListener('snapshot', (e) => { setConn(true, 'live'); take(JSON.parse(e.data), true); });
+    es.addEventListener('delta', (e) => {
+      const msg = JSON.parse(e.data);
+      if (msg.seq !== seq + 1) { es.close(); connect(); return; } // out of step: ask for a snapshot
+      take(msg, false);
+    });
+    es.addEventListener('open', () => setConn(true, 'live'));
+    es.addEventListener('error', () => setConn(false, 'disconnected: values as of ' + new Date(lastNow).toLocaleTimeString()));
+  }
+  connect();
 })();
