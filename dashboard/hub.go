@@ -22,7 +22,7 @@ const ringSize = 256
 
 // flushGap is the shortest time between two messages caused by events:
 // a burst of transitions makes one message.
-const flushGap = 100 * time.Millisecond
+const flushGap = 250 * time.Millisecond
 
 // rateWindow is the span of the call and failure rates, and rateStep the
 // spacing of the samples they are computed from.

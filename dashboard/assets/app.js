@@ -74,7 +74,9 @@
   // in ms from the message's now.
   function apply(r, now) {
     const b = byId.get(r[0]);
-    if (!b) return;
+    if (!b) return false;
+    const moved = b.state !== STATES[r[1]];
+    b.v = (b.v || 0) + 1;
     b.state = STATES[r[1]];
     b.since = now + r[2];
     b.until = r[3] === null ? 0 : now + r[3];
@@ -87,6 +89,7 @@
       b.transitions.push({ from: STATES[t[0]], to: STATES[t[1]], at: now + t[2], cause: t[3], outcome: OUTCOMES[t[4]] || '' });
     }
     if (b.transitions.length > history) b.transitions.splice(0, b.transitions.length - history);
+    return moved;
   }
 
   function take(msg, full) {
@@ -99,13 +102,17 @@
     offset = msg.now - Date.now();
     lastNow = msg.now;
     halted = msg.halted;
+    // The order and the summary change only when a breaker comes, goes or
+    // changes state; otherwise only the cards on screen are redrawn.
+    let reorder = full || msg.names.length > 0 || msg.gone.length > 0;
     for (const [id, name] of msg.names) {
       if (!byId.has(id)) byId.set(id, { id: id, name: name, lower: name.toLowerCase(), transitions: [] });
     }
     for (const id of msg.gone) byId.delete(id);
-    for (const r of msg.b) apply(r, msg.now);
+    for (const r of msg.b) if (apply(r, msg.now)) reorder = true;
     seq = msg.seq;
-    refilter();
+    if (reorder) refilter();
+    else schedule();
   }
   let seq = -1;
 
@@ -178,7 +185,13 @@
         c.root.hidden = false;
         c.root.style.transform = 'translate(' + (col * (cardW + GAP)) + 'px,' + (row * (CARD_H + GAP)) + 'px)';
         c.root.style.width = cardW + 'px';
-        renderCard(c, b, now);
+        // A card is redrawn when its breaker changed, and once a second
+        // for its ages.
+        const sec = Math.floor(now / 1000);
+        if (c.b !== b || c.v !== b.v || c.sec !== sec || c.actionsShown !== actions) {
+          c.b = b; c.v = b.v; c.sec = sec; c.actionsShown = actions;
+          renderCard(c, b, now);
+        }
       }
     }
     for (let i = used; i < pool.length; i++) pool[i].root.hidden = true;

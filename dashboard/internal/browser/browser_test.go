@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/chromedp"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/dashboard"
@@ -255,4 +257,65 @@ func TestBrowserAtScale(t *testing.T) {
 			assert.Empty(t, br.Errors())
 		})
 	}
+}
+
+// While the stream is down the page dims its values and says so; when it
+// is back, a new snapshot brings them up to date.
+func TestBrowserDimsWhileDisconnected(t *testing.T) {
+	f := setup(t, dashboard.Options{})
+	br := startBrowser(t)
+	require.NoError(t, chromedp.Do(br.Ctx, chromedp.Navigate(f.srv.URL+"/")))
+	waitFor(t, br, `Number(document.body.dataset.updates) >= 1 && !document.body.classList.contains('stale')`)
+	f.srv.CloseClientConnections() // the stream drops; the page retries after 2s
+	waitFor(t, br, `document.body.classList.contains('stale') && document.getElementById('conn-text').textContent.startsWith('disconnected')`)
+	opacity, err := chromedp.Run(br.Ctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector('main')).opacity`))
+	require.NoError(t, err)
+	assert.NotEqual(t, "1", opacity, "values are dimmed")
+	require.NoError(t, f.pay.ForceOpen())
+	waitFor(t, br, `!document.body.classList.contains('stale') && `+stateOf("payments")+` === 'open'`)
+}
+
+// With 100 of 1,000 breakers flapping (about 1,100 transitions a second),
+// the page's main thread stays mostly idle: the share of wall time spent
+// in tasks is logged, not asserted, since it depends on the machine.
+func TestBrowserMainThreadWhileFlapping(t *testing.T) {
+	f := setup(t, dashboard.Options{})
+	var flappers []*manager.Breaker
+	for i := range 1000 {
+		b, err := f.m.Register(fmt.Sprintf("upstream-%05d.example", i), manager.Config{})
+		require.NoError(t, err)
+		if i%10 == 0 {
+			flappers = append(flappers, b)
+		}
+	}
+	br := startBrowser(t)
+	require.NoError(t, chromedp.Do(br.Ctx, chromedp.Navigate(f.srv.URL+"/")))
+	waitFor(t, br, `Number(document.body.dataset.updates) >= 1`)
+	_, err := chromedp.Call(br.Ctx, performance.Enable, performance.EnableParams{})
+	require.NoError(t, err)
+	taskTime := func() float64 {
+		res, err := chromedp.Call(br.Ctx, performance.GetMetrics, cdp.Empty{})
+		require.NoError(t, err)
+		for _, m := range res.Metrics {
+			if m.Name == "TaskDuration" {
+				return m.Value
+			}
+		}
+		t.Fatal("no TaskDuration metric")
+		return 0
+	}
+	before, start := taskTime(), time.Now()
+	for round := 0; time.Since(start) < 3*time.Second; round++ {
+		for _, b := range flappers {
+			if round%2 == 0 {
+				_ = b.ForceOpen()
+			} else {
+				_ = b.Reset()
+			}
+		}
+		time.Sleep(time.Second / 11)
+	}
+	busy := (taskTime() - before) / time.Since(start).Seconds()
+	t.Logf("main thread busy %.1f%% of the time with 100 of 1,000 breakers flapping", busy*100)
+	assert.Empty(t, br.Errors())
 }
