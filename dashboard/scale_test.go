@@ -166,3 +166,23 @@ func httptestServer(t *testing.T, h *dashboard.Handler) *httptest.Server {
 	t.Cleanup(h.Close)
 	return srv
 }
+
+// A removed breaker's card goes: the stream says it is gone, and the
+// status no longer lists it.
+func TestRemovedBreakerGoes(t *testing.T) {
+	f := setup(t, dashboard.Options{Refresh: time.Hour})
+	_, err := f.m.Register("search", manager.Config{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := openEvents(t, ctx, f)
+	require.Len(t, s.next(t).Breakers, 2)
+	require.True(t, f.m.Remove("payments"))
+	f.m.Sync()
+	st := s.next(t)
+	require.Len(t, st.Breakers, 1)
+	assert.Equal(t, "search", st.Breakers[0].Name)
+	status := f.status(t)
+	require.Len(t, status.Breakers, 1)
+	assert.Equal(t, "search", status.Breakers[0].Name)
+}
