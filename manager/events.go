@@ -298,9 +298,6 @@ func (m *Manager) unsubscribeSub(sub *subscriber) {
 	}
 }
 
-// emit publishes the transition s of b.
-func (m *Manager) emit(b *Breaker, s machine.Step) { m.emitKind(b, s, EventTransition) }
-
 // emitKind publishes step s of b as an event of kind k. An event that is not
 // a transition has a zero Transition.
 func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind) {
