@@ -55,21 +55,31 @@ type Options struct {
 	// at most Watchdog from its start: past that, it shuts the manager
 	// down without the loop and returns, and the manager's goroutine ends
 	// when the callback returns, without doing anything more. Watchdog is
-	// measured on Clock: with a mock clock, advance it. Zero means
-	// DefaultWatchdog; a negative value is logged and replaced by it.
+	// real time, whatever Clock is: a mock clock does not move while a
+	// callback blocks. Zero means DefaultWatchdog; a negative value is
+	// logged and replaced by it.
 	Watchdog time.Duration
 	// StoreTimeout bounds every call to the store of a shared breaker
 	// (Config.Store): those a caller's Release makes on its goroutine
 	// (see Permit.ReleaseOutcome), those the manager makes in the
 	// background, and so how long Stop waits for them while the store
-	// hangs. Zero means DefaultStoreTimeout.
+	// hangs. Zero means DefaultStoreTimeout; a value below
+	// MinStoreTimeout is logged and raised to it.
 	StoreTimeout time.Duration
 	// Resync is how often the manager reads the shared state of every
 	// shared breaker from its store, to catch changes it missed and to
 	// notice that an unreachable store answers again. Zero means
-	// DefaultResync.
+	// DefaultResync; a value below MinResync is logged and raised to it
+	// (a resync every nanosecond would keep the store and, on a mock
+	// clock, mock.Add busy without end).
 	Resync time.Duration
 }
+
+// Bounds of Options.StoreTimeout and Options.Resync.
+const (
+	MinStoreTimeout = time.Millisecond
+	MinResync       = 10 * time.Millisecond
+)
 
 // Defaults for Options.
 const (
@@ -236,6 +246,12 @@ func newManager(opts Options) *Manager {
 	}
 	if m.resyncEvery <= 0 {
 		m.resyncEvery = DefaultResync
+	}
+	if m.storeTimeout < MinStoreTimeout || m.resyncEvery < MinResync {
+		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is below its minimum; using the minimum",
+			"store_timeout", m.storeTimeout, "resync", m.resyncEvery, "min_store_timeout", MinStoreTimeout, "min_resync", MinResync)
+		m.storeTimeout = max(m.storeTimeout, MinStoreTimeout)
+		m.resyncEvery = max(m.resyncEvery, MinResync)
 	}
 	return m
 }

@@ -114,7 +114,9 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	newRecover := !sameValue(cfg.Recover, b.rec)
 	var recState any
 	if newRecover {
-		st, err := initPolicy(cfg.Recover)
+		var st any
+		var err error
+		m.callback(b, "Recover.Init", func() { st, err = initPolicy(cfg.Recover) })
 		if err != nil {
 			req.reply <- configError(opReconfigure, name, "Recover", err)
 			return

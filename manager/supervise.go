@@ -202,7 +202,7 @@ var abandoned = new(callbackRun)
 // gave up on the loop while f ran (f blocked), the loop's goroutine ends
 // here, touching nothing: Stop has shut the manager down in its place.
 func (m *Manager) callback(b *Breaker, callback string, f func()) *caught {
-	r := &callbackRun{b: b, callback: callback, since: m.clk.Now()}
+	r := &callbackRun{b: b, callback: callback, since: time.Now()}
 	m.running.Store(r)
 	select {
 	case m.wake <- struct{}{}:
@@ -220,6 +220,11 @@ func (m *Manager) callback(b *Breaker, callback string, f func()) *caught {
 // each time that time has doubled. Once Stop has been called, it gives up
 // on a loop stuck in such a callback and shuts the manager down itself, so
 // that Stop returns.
+//
+// It measures real time, whatever Options.Clock is: a callback blocks in
+// real time, and timers the watchdog made on a mock clock would fire, as a
+// mock's timers do when made, other timers of the mock from its goroutine,
+// behind the back of a test stepping the mock.
 func (m *Manager) watchdog() {
 	for {
 		select {
@@ -254,25 +259,21 @@ func (m *Manager) watchRun(r *callbackRun) bool {
 		}
 		m.logError("fusebox: a callback has run for longer than Options.Watchdog and holds up every breaker's timers; "+
 			"calling the manager (Sync, Register, Stop, ...) from a callback is the usual cause",
-			"breaker", r.b.Name(), "callback", r.callback, "running_for", m.clk.Since(r.since), "watchdog", m.watchdogAfter)
+			"breaker", r.b.Name(), "callback", r.callback, "running_for", time.Since(r.since), "watchdog", m.watchdogAfter)
 		limit = saturatingDouble(limit)
 		wake = m.quit
 	}
 }
 
-// sleepUntil waits until the clock reaches t, or wake is closed. It reports
-// false if the manager is done. It reads the clock again after arming its
-// timer: a mock clock moved past t in between would not fire it.
+// sleepUntil waits until t, or until wake is closed. It reports false if
+// the manager is done.
 func (m *Manager) sleepUntil(t time.Time, wake <-chan struct{}) bool {
-	d := t.Sub(m.clk.Now())
+	d := time.Until(t)
 	if d <= 0 {
 		return true
 	}
-	timer := m.clk.Timer(d)
+	timer := time.NewTimer(d)
 	defer timer.Stop()
-	if !m.clk.Now().Before(t) {
-		return true
-	}
 	select {
 	case <-timer.C:
 		return true
@@ -303,7 +304,7 @@ func (m *Manager) abandon(r *callbackRun) {
 	}
 	m.logError("fusebox: Stop gave up waiting for a callback that has run for longer than Options.Watchdog; "+
 		"the manager is stopped, and its goroutine ends when the callback returns",
-		"breaker", r.b.Name(), "callback", r.callback, "running_for", m.clk.Since(r.since))
+		"breaker", r.b.Name(), "callback", r.callback, "running_for", time.Since(r.since))
 	m.shutdown()
 	m.closeDone()
 }

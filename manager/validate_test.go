@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,4 +190,36 @@ func TestNilFuncAndContext(t *testing.T) {
 	_, err := b.Acquire(nilCtx)
 	assert.True(t, errors.Is(err, manager.ErrNilContext))
 	requireState(t, b, breaker.HalfOpen, "a nil context takes no probe")
+}
+
+// laterPanics is a Strategy whose NewCounter works the first few times, then
+// panics.
+type laterPanics struct{ calls *atomic.Int32 }
+
+func (s laterPanics) NewCounter() (breaker.Counter, error) {
+	if s.calls.Add(1) > 2 { // the check in Register, and the first period
+		panic("no more counters")
+	}
+	return breaker.Consecutive{Failures: 1}.NewCounter()
+}
+
+// A Strategy whose NewCounter panics after Register is not a panic of the
+// library: a breaker closing again (a probe's success on a caller's
+// goroutine, a restart on the manager's) counts in its first counter.
+func TestStrategyPanicsLater(t *testing.T) {
+	m, mock := startMock(t)
+	b := register(t, m, "later", manager.Config{
+		Strategy: laterPanics{calls: new(atomic.Int32)},
+		Recover:  recover.BasicTimeout{Open: time.Second},
+	})
+	fail(t, b, 1)
+	advance(m, mock, time.Second)
+	p := probe(t, b)
+	require.NotPanics(t, func() { p.Release(nil) }, "the probe's success closes the breaker")
+	m.Sync()
+	requireState(t, b, breaker.Closed, "after the probe")
+	require.NotPanics(t, func() { require.NoError(t, b.ForceOpen()); require.NoError(t, b.Reset()) })
+	fail(t, b, 1)
+	m.Sync()
+	requireState(t, b, breaker.Open, "the first counter still trips")
 }

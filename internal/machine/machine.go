@@ -161,9 +161,16 @@ func (m *Machine) UsesClock() bool { return m.clock.Load() }
 func (m *Machine) Strategy() breaker.Strategy { return m.strat.Load().s }
 
 // newCounter returns a fresh counter for a new closed period. A strategy that
-// could make one before but fails now falls back on the first counter.
-func (m *Machine) newCounter() breaker.Counter {
+// could make one before but fails now, or panics, falls back on the first
+// counter: the transition runs on a caller's goroutine or the manager's,
+// neither of which a strategy of the user's may bring down.
+func (m *Machine) newCounter() (c breaker.Counter) {
 	st := m.strat.Load()
+	defer func() {
+		if recover() != nil {
+			c = st.first
+		}
+	}()
 	if c, err := st.s.NewCounter(); err == nil && c != nil {
 		return c
 	}
