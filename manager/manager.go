@@ -310,10 +310,27 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	case <-m.done:
 		return nil, registerFailed(name, ErrStopped)
 	}
-	if err := <-req.reply; err != nil {
+	if err := awaitReply(m, req.reply, registerFailed(name, ErrStopped)); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// awaitReply waits for the loop's reply to a request it took, or, if the
+// manager is done first without replying (Stop gave up on a loop stuck in
+// a callback while it handled the request), returns stopped.
+func awaitReply[T any](m *Manager, reply <-chan T, stopped T) T {
+	select {
+	case v := <-reply:
+		return v
+	case <-m.done:
+		select {
+		case v := <-reply:
+			return v
+		default:
+			return stopped
+		}
+	}
 }
 
 // Breaker returns the breaker registered under name.

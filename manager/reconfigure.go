@@ -66,7 +66,7 @@ func (b *Breaker) Reconfigure(cfg Config) error {
 	case <-b.mgr.done:
 		return ErrStopped
 	}
-	return <-req.reply
+	return awaitReply(b.mgr, req.reply, ErrStopped)
 }
 
 // fixed checks that cfg keeps what a registered breaker cannot change.

@@ -29,7 +29,7 @@ func (m *Manager) Remove(name string) bool {
 	case <-m.done:
 		return false
 	}
-	return <-req.reply
+	return awaitReply(m, req.reply, false)
 }
 
 // remove is Remove on the loop. The machine is removed first, so that no

@@ -362,3 +362,41 @@ func TestPanickingLogger(t *testing.T) {
 	default:
 	}
 }
+
+// initBlocker is a Recover whose Init tells started and blocks until
+// release.
+type initBlocker struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r initBlocker) Init() (any, error) {
+	close(r.started)
+	<-r.release
+	return nil, nil
+}
+
+func (initBlocker) Timeout(recover.Context, any) (time.Duration, any) { return time.Second, nil }
+
+// A Register whose Recover.Init blocks returns ErrStopped once Stop has
+// given up on the callback, instead of waiting for a reply that never
+// comes.
+func TestStopEndsARegisterStuckInInit(t *testing.T) {
+	m, _, logs := superviseFixture(t, manager.Options{Watchdog: 20 * time.Millisecond})
+	rec := initBlocker{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(rec.release)
+	registered := make(chan error, 1)
+	go func() {
+		_, err := m.Register("stuck", manager.Config{Recover: rec})
+		registered <- err
+	}()
+	<-rec.started
+	waitLog(t, logs, msgWatchdog, 1)
+	m.Stop()
+	select {
+	case err := <-registered:
+		assert.ErrorIs(t, err, manager.ErrStopped)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Register did not return after Stop")
+	}
+}
