@@ -276,16 +276,20 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
 }
 
 func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
-	var token string
+	var lease *heldLease
+	var then func()
 	if b.sharing != nil {
-		token = b.resolveFirst(t, o)
+		lease, o, then = b.resolveFirst(t, o)
 	}
 	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
 		b.stats.Add(statStale)
 		return
 	}
-	b.mgr.send(note{b: b, step: step, token: token})
+	b.mgr.send(note{b: b, step: step, lease: lease})
+	if then != nil {
+		then()
+	}
 }
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,
@@ -362,7 +366,17 @@ func (b *Breaker) ForceOpen() error {
 // a closed breaker only clears the counts, and permits already granted
 // still count. It returns ErrRemoved once the breaker is removed and
 // ErrStopped once the manager has stopped.
+//
+// A shared breaker (Config.Store) is closed in the store first, for every
+// process that shares it: one store round trip on the caller's goroutine,
+// bounded by Options.StoreTimeout, after which the other processes close
+// as they hear of it (a watch message, or their next resync) with an event
+// of cause shared. If the store cannot be reached, only this process's
+// breaker is reset, and it falls back (see Config.Fallback).
 func (b *Breaker) Reset() error {
+	if b.sharing != nil {
+		b.resetShared()
+	}
 	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
 	if ok {
 		b.mgr.notify(b, step)

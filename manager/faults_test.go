@@ -615,7 +615,7 @@ func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Poli
 	return s.Store.RecordFailure(ctx, name, p, n)
 }
 
-func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, store.Status, error) {
+func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, store.Status, error) {
 	if s.holdProbe.CompareAndSwap(true, false) {
 		close(s.probing)
 		<-s.letProbe
@@ -623,16 +623,16 @@ func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, lease 
 	if s.cut.Load() {
 		return false, store.Status{}, errCutStore
 	}
-	return s.Store.AcquireProbe(ctx, name, token, lease)
+	return s.Store.AcquireProbe(ctx, name, token, epoch, lease)
 }
 
-func (s *heldStore) Resolve(ctx context.Context, name, token string, o classify.Outcome, d time.Duration) (bool, error) {
+func (s *heldStore) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, d time.Duration) (store.Status, bool, error) {
 	if s.holdResolve.CompareAndSwap(true, false) {
 		close(s.resolving)
 		<-s.letResolve
 		defer close(s.resolved)
 	}
-	return s.Store.Resolve(ctx, name, token, o, d)
+	return s.Store.Resolve(ctx, name, token, epoch, o, d)
 }
 
 func (s *heldStore) Status(ctx context.Context, names []string) ([]store.Status, error) {
@@ -800,7 +800,8 @@ func TestFaultSharedStaleResyncAfterVerdict(t *testing.T) {
 
 	received(t, releaseProbe(p), "the probe's Release")
 	waitFor(t, 5*time.Second, "the verdict in the store and replica 0 closed", func() bool {
-		return sharedStatus(t, mem) == store.Status{} && bs[0].State() == breaker.Closed
+		st := sharedStatus(t, mem)
+		return !st.Opened() && st.Open == 0 && st.Probe == 0 && bs[0].State() == breaker.Closed
 	})
 	close(hs[0].letStatus)
 	deadline := time.Now().Add(300 * time.Millisecond)

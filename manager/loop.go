@@ -195,7 +195,7 @@ func (m *Manager) register(req registerReq) {
 		if req.sharedErr != nil {
 			m.storeDown(b.sharing.hub, b, req.sharedErr)
 		} else {
-			m.reconcile(b, req.shared, req.sharedAt, b.mach.Snapshot().Gen)
+			b.followStore(req.shared, req.sharedAt, true)
 		}
 	}
 	m.mu.Lock()

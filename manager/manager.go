@@ -101,9 +101,9 @@ type note struct {
 	// (none if hold is zero) instead of asking Recover.
 	hold time.Duration
 	held bool
-	// token is the store's probe lease this process held, on a step that
-	// ends a shared breaker's probe.
-	token string
+	// lease is the store's probe lease this process held, on a step that
+	// ends a shared breaker's probe with a verdict the loop must send.
+	lease *heldLease
 	// kind is the kind of event the step is published as.
 	kind EventKind
 }

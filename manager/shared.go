@@ -50,11 +50,12 @@ type sharing struct {
 	policy   store.Policy
 	fallback store.Fallback
 
-	dirty    atomic.Bool  // consecutive: a failure was reported since the last success report
-	pending  *pending     // window: successes not reported yet
-	calls    atomic.Int64 // window: the calls in the window, as the store last counted them
-	failures atomic.Int64 // window: the failures in the window, as the store last counted them
-	lease    atomic.Int64 // the next probe's lease, decided by Recover when the breaker opened
+	dirty    atomic.Bool   // consecutive: a failure was reported since the last success report
+	pending  *pending      // window: successes not reported yet
+	calls    atomic.Int64  // window: the calls in the window, as the store last counted them
+	failures atomic.Int64  // window: the failures in the window, as the store last counted them
+	lease    atomic.Int64  // the next probe's lease, decided by Recover when the breaker opened
+	epoch    atomic.Uint64 // the store's epoch the breaker's state follows
 	probe    atomic.Pointer[heldLease]
 	down     atomic.Bool // the store could not be reached: the fallback is in effect; set by the loop once it applies
 	losing   atomic.Bool // a failed store call was reported to the loop, which has yet to apply the fallback
@@ -66,6 +67,7 @@ type sharing struct {
 type heldLease struct {
 	gen   uint64 // the probing generation
 	token string
+	epoch uint64 // the store's epoch the lease belongs to
 }
 
 // hub connects a manager to one store: every shared breaker of the manager
@@ -84,13 +86,11 @@ type storeMsg struct {
 	b   *Breaker
 
 	kind     storeMsgKind
-	gen      uint64
 	change   store.Change
 	names    []*Breaker
-	gens     []uint64 // each breaker's generation when its status was asked for
 	statuses []store.Status
-	left     time.Duration
-	won      bool
+	status   store.Status // the status an Open or a Resolve left
+	won      bool         // that Open opened, or that Resolve applied its verdict
 	err      error
 	// at is when the call was made, on the manager's clock: durations
 	// the store returned count from there, however late the reply is
@@ -109,6 +109,7 @@ const (
 	msgOpened                           // the result of Open for the breaker's trip
 	msgResolved                         // the result of Resolve
 	msgFailed                           // a caller's store call failed
+	msgRaised                           // the result of Raise
 )
 
 func isComparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
@@ -257,13 +258,9 @@ func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
 	for i, b := range list {
 		names[i] = b.Name()
 	}
-	gens := make([]uint64, len(list))
-	for i, b := range list {
-		gens[i] = b.mach.Snapshot().Gen
-	}
 	at, seq := m.clk.Now(), h.asked.Add(1)
 	st, err := h.st.Status(ctx, names)
-	return storeMsg{kind: msgStatus, names: list, gens: gens, statuses: st, err: err, at: at, seq: seq}
+	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err, at: at, seq: seq}
 }
 
 // flushSuccesses reports the successes of a window policy counted since the
@@ -339,6 +336,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 	var (
 		v   store.Verdict
 		err error
+		at  = b.mgr.clk.Now()
 	)
 	switch {
 	case o == classify.Failure:
@@ -390,9 +388,12 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		sh.counted(v)
 	}
 	switch {
-	case v.Open > 0:
-		b.mirror(breaker.Open, v.Open)
+	case v.Opened():
+		// The fleet is open already: follow it.
+		b.followStore(v.Status, at, false)
 	case sh.policy.Trips(v):
+		// The trip belongs to the closed epoch the store counted in.
+		sh.epoch.Store(max(sh.epoch.Load(), v.Epoch))
 		b.trip(t.Gen, o, cause)
 	}
 }
@@ -408,19 +409,6 @@ func (b *Breaker) recordLocal(c breaker.Counter, t machine.Ticket, o classify.Ou
 	}
 }
 
-// mirror moves the breaker to st because the store says so, for d (zero: no
-// timer), and tells the manager.
-func (b *Breaker) mirror(st breaker.State, d time.Duration) {
-	now := b.mgr.clk.Now()
-	var until time.Time
-	if d > 0 {
-		until = now.Add(d)
-	}
-	if step, ok := b.mach.Mirror(st, until, now); ok {
-		b.mgr.notifyHeld(b, step, d)
-	}
-}
-
 // acquireShared takes the store's probe lease for the local probe t, won at
 // step. It returns the permit, or declines the caller when another process
 // holds the lease or the breaker is still open in the store.
@@ -430,9 +418,10 @@ func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step mach
 	if lease <= 0 {
 		lease = defaultLease
 	}
-	token := newToken()
+	token, epoch := newToken(), sh.epoch.Load()
+	at := b.mgr.clk.Now()
 	call, cancel := b.mgr.storeCtx(ctx)
-	won, st, err := sh.hub.st.AcquireProbe(call, b.Name(), token, lease)
+	won, st, err := sh.hub.st.AcquireProbe(call, b.Name(), token, epoch, lease)
 	cancel()
 	switch {
 	case err != nil && ctx != nil && ctx.Err() != nil:
@@ -445,18 +434,15 @@ func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step mach
 		b.mgr.notifyHeld(b, step, lease)
 		return b.permit(t), nil
 	case won:
-		sh.probe.Store(&heldLease{gen: t.Gen, token: token})
+		sh.probe.Store(&heldLease{gen: t.Gen, token: token, epoch: epoch})
 		b.mgr.notifyHeld(b, step, lease)
 		return b.permit(t), nil
 	}
-	// Another process probes, or the store's open period is not over:
-	// decline, and mirror what the store says.
-	if st.Open > 0 {
-		b.mgr.notifyHeld(b, step, st.Open)
-		b.mirror(breaker.Open, st.Open)
-	} else {
-		b.mgr.notifyHeld(b, step, max(st.Probe, time.Millisecond))
-	}
+	// Another process probes, the store's open period is not over, or the
+	// fleet moved to another epoch (a close or an opening this process
+	// missed): decline, and follow what the store says.
+	b.mgr.notifyHeld(b, step, max(st.Probe, time.Millisecond))
+	b.followStore(st, at, false)
 	b.stats.Add(statDeclined)
 	if s := b.mach.Snapshot(); s.Err() != nil {
 		return Permit{}, s.Err()
@@ -467,30 +453,59 @@ func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step mach
 // resolveFirst applies a successful or ignored probe's verdict in the store
 // before the breaker changes here, so that no call this process admits
 // afterwards can count against the run of failures the verdict clears, nor
-// find the lease still held. It returns the token the manager must still
-// resolve (a failure's, whose period Recover decides), or "".
-func (b *Breaker) resolveFirst(t machine.Ticket, o classify.Outcome) string {
+// find the lease still held. It returns the lease the manager must still
+// resolve (a failure's, whose period Recover decides), the outcome to apply
+// here, and what to do once it is applied. A verdict the store refuses as
+// stale (its lease or its epoch is over) is applied here as Ignore, and the
+// breaker then follows the store.
+func (b *Breaker) resolveFirst(t machine.Ticket, o classify.Outcome) (*heldLease, classify.Outcome, func()) {
 	sh := b.sharing
-	token := sh.leaseOf(t.Gen)
-	if token == "" || o == classify.Failure || sh.down.Load() {
-		return token
+	l := sh.leaseOf(t.Gen)
+	if l == nil || o == classify.Failure || sh.down.Load() {
+		return l, o, nil
+	}
+	at := b.mgr.clk.Now()
+	ctx, cancel := b.mgr.storeCtx(context.Background())
+	st, applied, err := sh.hub.st.Resolve(ctx, b.Name(), l.token, l.epoch, o, 0)
+	cancel()
+	switch {
+	case err != nil:
+		b.storeFailed(err)
+	case applied:
+		sh.epoch.Store(max(sh.epoch.Load(), st.Epoch))
+	default:
+		return nil, classify.Ignore, func() { b.followStore(st, at, false) }
+	}
+	return nil, o, nil
+}
+
+// leaseOf returns the lease this process holds for the probe of
+// generation gen, and forgets it.
+func (sh *sharing) leaseOf(gen uint64) *heldLease {
+	if l := sh.probe.Load(); l != nil && l.gen == gen && sh.probe.CompareAndSwap(l, nil) {
+		return l
+	}
+	return nil
+}
+
+// resetShared closes a shared breaker in the store, for every process, as
+// Reset closes it here: one store round trip on the caller's goroutine,
+// bounded by the store timeout. The fleet moves to a new closed epoch, which
+// ends any lease and fences every decision of the epochs before.
+func (b *Breaker) resetShared() {
+	sh := b.sharing
+	if sh.down.Load() {
+		return
 	}
 	ctx, cancel := b.mgr.storeCtx(context.Background())
-	_, err := sh.hub.st.Resolve(ctx, b.Name(), token, o, 0)
+	st, err := sh.hub.st.Reset(ctx, b.Name())
 	cancel()
 	if err != nil {
 		b.storeFailed(err)
+		return
 	}
-	return ""
-}
-
-// leaseOf returns the token of the lease this process holds for the probe
-// of generation gen, and forgets it.
-func (sh *sharing) leaseOf(gen uint64) string {
-	if l := sh.probe.Load(); l != nil && l.gen == gen && sh.probe.CompareAndSwap(l, nil) {
-		return l.token
-	}
-	return ""
+	sh.probe.Store(nil)
+	sh.epoch.Store(max(sh.epoch.Load(), st.Epoch))
 }
 
 // storeFailed switches the breaker's store to its fallback.
@@ -517,21 +532,27 @@ func (m *Manager) applyShared(b *Breaker, s machine.Step, n note, d time.Duratio
 	}
 	switch {
 	case s.Transition == breaker.Transition{From: breaker.Closed, To: breaker.Open} && s.Cause == breaker.CauseTrip:
-		gen := s.Gen
-		m.goStore(sh.hub, func(ctx context.Context) storeMsg {
-			left, won, err := sh.hub.st.Open(ctx, name, d)
-			return storeMsg{b: b, kind: msgOpened, gen: gen, left: left, won: won, err: err}
-		})
-	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && n.token != "":
+		m.openInStore(b, sh.epoch.Load(), d)
+	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && n.lease != nil:
 		// A failed probe: the breaker is open here already, and the
 		// lease keeps the fleet from probing until the new period is in
 		// the store.
-		token, o := n.token, s.Outcome
+		l, o := n.lease, s.Outcome
 		m.goStore(sh.hub, func(ctx context.Context) storeMsg {
-			_, err := sh.hub.st.Resolve(ctx, name, token, o, d)
-			return storeMsg{b: b, kind: msgResolved, err: err}
+			st, applied, err := sh.hub.st.Resolve(ctx, name, l.token, l.epoch, o, d)
+			return storeMsg{b: b, kind: msgResolved, status: st, won: applied, err: err}
 		})
 	}
+}
+
+// openInStore opens the breaker in the store, for d, from the closed epoch
+// its trip was decided in.
+func (m *Manager) openInStore(b *Breaker, epoch uint64, d time.Duration) {
+	h, name := b.sharing.hub, b.Name()
+	m.goStore(h, func(ctx context.Context) storeMsg {
+		st, won, err := h.st.Open(ctx, name, epoch, d)
+		return storeMsg{b: b, kind: msgOpened, status: st, won: won, err: err}
+	})
 }
 
 // decideLease asks Recover, as the breaker opens, how long its next probe
@@ -559,28 +580,52 @@ func (m *Manager) handleStore(msg storeMsg) {
 		}
 		m.storeUp(h, msg)
 		for i, b := range msg.names {
-			if i < len(msg.statuses) {
-				m.reconcile(b, msg.statuses[i], msg.at, msg.gens[i])
+			if i >= len(msg.statuses) || b.sharing.down.Load() {
+				continue
 			}
+			st := msg.statuses[i]
+			if e := b.sharing.epoch.Load(); st.Epoch < e {
+				// The store is behind what this process knows: it lost
+				// its data, or the answer is late. Give it the epoch
+				// back (a late answer makes that a no-op); the answer
+				// is followed like any other.
+				h, name := b.sharing.hub, b.Name()
+				m.goStore(h, func(ctx context.Context) storeMsg {
+					st, err := h.st.Raise(ctx, name, e)
+					return storeMsg{b: b, kind: msgRaised, status: st, err: err}
+				})
+				continue
+			}
+			b.followStore(st, msg.at, true)
 		}
 	case msgChange:
 		b, ok := m.byName[msg.change.Name]
 		if !ok || b.sharing == nil || b.sharing.hub != h || b.sharing.down.Load() {
 			return
 		}
-		m.follow(b, msg.change, msg.at)
-	case msgOpened:
+		b.followStore(msg.change.Status(), msg.at, true)
+	case msgRaised:
 		if msg.err != nil {
 			m.storeDown(h, msg.b, msg.err)
 			return
 		}
-		if !msg.won {
-			// Another process opened first: its period stands.
-			m.extend(msg.b, msg.gen, msg.at.Add(msg.left))
+		if !msg.b.sharing.down.Load() {
+			msg.b.followStore(msg.status, msg.at, true)
 		}
-	case msgResolved:
-		if msg.err != nil {
-			m.storeDown(h, msg.b, msg.err)
+	case msgOpened, msgResolved:
+		b := msg.b
+		switch {
+		case msg.err != nil:
+			m.storeDown(h, b, msg.err)
+		case b.sharing.down.Load():
+		case msg.won:
+			// This process's opening or verdict stands: its state is
+			// the fleet's, in the new epoch.
+			b.sharing.epoch.Store(max(b.sharing.epoch.Load(), msg.status.Epoch))
+		default:
+			// Another process opened first, or the verdict was stale:
+			// follow what stands.
+			b.followStore(msg.status, msg.at, true)
 		}
 	}
 }
@@ -596,74 +641,48 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 	}
 }
 
-// tolerance is how far a mirrored period may differ from the store's before
-// the manager corrects it.
-const tolerance = 25 * time.Millisecond
-
-// reconcile brings the breaker in line with its shared status, asked for
-// at at while the breaker was in generation gen. A status asked for before
-// the breaker's last transition is out of date (it may predate this
-// process's own verdict on a probe) and is dropped: the next one will do.
-func (m *Manager) reconcile(b *Breaker, st store.Status, at time.Time, gen uint64) {
-	if b.sharing.down.Load() {
-		return
-	}
-	s := b.mach.Snapshot()
-	if s.Forced || s.Halted || s.Gen != gen {
-		return
-	}
-	switch {
-	case st.Open > 0:
-		if s.State == breaker.Open {
-			if want := at.Add(st.Open); s.Until.Sub(want).Abs() > tolerance {
-				m.extend(b, s.Gen, want)
-			}
-			return
-		}
-		m.mirror(b, breaker.Open, at, st.Open)
-	case st.Probe > 0:
-		if s.State == breaker.HalfOpen || s.State == breaker.Closed {
-			m.mirror(b, breaker.Probing, at, st.Probe)
-		}
-	default:
-		if s.State == breaker.Probing && b.sharing.probe.Load() == nil {
-			// The other process's lease ended without a verdict.
-			m.mirror(b, breaker.HalfOpen, at, 0)
-		}
-	}
-}
-
-// follow applies a change another process (or this one) made, heard of at
-// at.
-func (m *Manager) follow(b *Breaker, c store.Change, at time.Time) {
+// followStore moves the breaker as store.Follow, the mirror's pure rule,
+// says for status st, asked for at at. On the loop it also corrects the end
+// of the current state's timer; a caller leaves that to the loop's next
+// resync. A forced or halted breaker follows nothing.
+func (b *Breaker) followStore(st store.Status, at time.Time, onLoop bool) {
+	sh := b.sharing
 	s := b.mach.Snapshot()
 	if s.Forced || s.Halted {
 		return
 	}
-	switch c.Kind {
-	case store.Opened:
-		switch s.State {
-		case breaker.Closed:
-			m.mirror(b, breaker.Open, at, c.Open)
-		case breaker.HalfOpen, breaker.Probing:
-			// Past open already: this may be the late echo of the
-			// opening the breaker just served. Ask the store what
-			// stands now rather than trust the message's period.
-			h, gen := b.sharing.hub, s.Gen
-			m.goStore(h, func(ctx context.Context) storeMsg {
-				at, seq := m.clk.Now(), h.asked.Add(1)
-				st, err := h.st.Status(ctx, []string{b.Name()})
-				return storeMsg{b: b, kind: msgStatus, names: []*Breaker{b}, gens: []uint64{gen}, statuses: st, err: err, at: at, seq: seq}
-			})
+	now := b.mgr.clk.Now()
+	held := sh.probe.Load()
+	cur := store.Mirror{State: s.State, Epoch: sh.epoch.Load(), Until: s.Until, Holder: held != nil}
+	next, changed := store.Follow(cur, st, at, now)
+	if !changed {
+		return
+	}
+	if next.Epoch > cur.Epoch {
+		sh.epoch.Store(next.Epoch)
+		if held != nil {
+			// A new epoch ends the lease this process held.
+			sh.probe.CompareAndSwap(held, nil)
 		}
-	case store.Closed:
-		if s.State != breaker.Closed {
-			m.mirror(b, breaker.Closed, at, 0)
+	}
+	var hold time.Duration
+	if !next.Until.IsZero() {
+		hold = next.Until.Sub(now)
+	}
+	if next.State == s.State {
+		if onLoop && !next.Until.IsZero() && !next.Until.Equal(s.Until) {
+			b.mgr.extend(b, s.Gen, next.Until)
 		}
-	case store.Released:
-		if s.State == breaker.Probing && b.sharing.probe.Load() == nil {
-			m.mirror(b, breaker.HalfOpen, at, 0)
-		}
+		return
+	}
+	step, ok := b.mach.Mirror(next.State, next.Until, now)
+	if !ok {
+		return
+	}
+	if onLoop {
+		b.mgr.handleNote(note{b: b, step: step, hold: hold, held: true})
+	} else {
+		b.mgr.notifyHeld(b, step, hold)
 	}
 }
 
@@ -751,13 +770,8 @@ func (m *Manager) storeUp(h *hub, msg storeMsg) {
 			m.mirror(b, breaker.Closed, time.Time{}, 0)
 		case s.State == breaker.Open && !s.Forced && !s.Until.IsZero():
 			// Opened locally during the outage: tell the fleet.
-			left := s.Until.Sub(m.clk.Now())
-			if left > 0 {
-				gen, name := s.Gen, b.Name()
-				m.goStore(h, func(ctx context.Context) storeMsg {
-					l, won, err := h.st.Open(ctx, name, left)
-					return storeMsg{b: b, kind: msgOpened, gen: gen, left: l, won: won, err: err}
-				})
+			if left := s.Until.Sub(m.clk.Now()); left > 0 {
+				m.openInStore(b, sh.epoch.Load(), left)
 			}
 		}
 	}

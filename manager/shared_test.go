@@ -54,28 +54,28 @@ func (w *watched) RecordSuccess(ctx context.Context, name string, p store.Policy
 	return w.Store.RecordSuccess(ctx, name, p, n)
 }
 
-func (w *watched) Open(ctx context.Context, name string, d time.Duration) (time.Duration, bool, error) {
+func (w *watched) Open(ctx context.Context, name string, epoch uint64, d time.Duration) (store.Status, bool, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
-		return 0, false, errCut
+		return store.Status{}, false, errCut
 	}
-	return w.Store.Open(ctx, name, d)
+	return w.Store.Open(ctx, name, epoch, d)
 }
 
-func (w *watched) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, store.Status, error) {
+func (w *watched) AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, store.Status, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
 		return false, store.Status{}, errCut
 	}
-	return w.Store.AcquireProbe(ctx, name, token, lease)
+	return w.Store.AcquireProbe(ctx, name, token, epoch, lease)
 }
 
-func (w *watched) Resolve(ctx context.Context, name, token string, o classify.Outcome, d time.Duration) (bool, error) {
+func (w *watched) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, d time.Duration) (store.Status, bool, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
-		return false, errCut
+		return store.Status{}, false, errCut
 	}
-	return w.Store.Resolve(ctx, name, token, o, d)
+	return w.Store.Resolve(ctx, name, token, epoch, o, d)
 }
 
 func (w *watched) Status(ctx context.Context, names []string) ([]store.Status, error) {

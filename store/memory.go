@@ -24,6 +24,7 @@ type Memory struct {
 }
 
 type memBreaker struct {
+	epoch      uint64
 	failures   int64
 	failuresTo time.Time // when the run of failures is forgotten
 	openTo     time.Time
@@ -63,6 +64,10 @@ func remaining(until, now time.Time) time.Duration {
 		return d
 	}
 	return 0
+}
+
+func (b *memBreaker) status(now time.Time) Status {
+	return Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now)}
 }
 
 // window adds failures to the current bucket of p, and successes by age
@@ -122,7 +127,7 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 		b.failuresTo = now.Add(DefaultFailureTTL)
 		v.Failures = b.failures
 	}
-	v.Open = remaining(b.openTo, now)
+	v.Status = b.status(now)
 	return v, nil
 }
 
@@ -141,29 +146,31 @@ func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, succe
 	} else {
 		b.failures = 0
 	}
-	v.Open = remaining(b.openTo, now)
+	v.Status = b.status(now)
 	return v, nil
 }
 
 // Open implements Store.
-func (m *Memory) Open(ctx context.Context, name string, period time.Duration) (time.Duration, bool, error) {
+func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period time.Duration) (Status, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, false, err
+		return Status{}, false, err
 	}
 	now := m.clk.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.entry(name)
-	if r := remaining(b.openTo, now); r > 0 {
-		return r, false, nil
+	if epoch%2 == 1 || epoch < b.epoch || epoch == b.epoch && b.epoch%2 == 1 {
+		return b.status(now), false, nil
 	}
+	b.epoch = epoch + 1
 	b.openTo = now.Add(period)
-	m.publish(Change{Name: name, Kind: Opened, Open: period})
-	return period, true, nil
+	b.probe, b.probeTo = "", time.Time{}
+	m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: period})
+	return b.status(now), true, nil
 }
 
 // AcquireProbe implements Store.
-func (m *Memory) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, Status, error) {
+func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, Status, error) {
 	if err := ctx.Err(); err != nil {
 		return false, Status{}, err
 	}
@@ -171,38 +178,75 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, lease tim
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.entry(name)
-	st := Status{Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now)}
-	if st.Open > 0 || st.Probe > 0 {
+	if epoch > b.epoch {
+		// The store lost its data: take the caller's epoch, and hold the
+		// fleet off for one lease, so that a probe in flight from before
+		// the loss ends before another starts.
+		b.epoch, b.openTo, b.probe, b.probeTo = epoch, now.Add(lease), "", time.Time{}
+		return false, b.status(now), nil
+	}
+	st := b.status(now)
+	if epoch != b.epoch || !st.Opened() || st.Open > 0 || st.Probe > 0 {
 		return false, st, nil
 	}
 	b.probe, b.probeTo = token, now.Add(lease)
-	return true, Status{Probe: lease}, nil
+	return true, b.status(now), nil
 }
 
 // Resolve implements Store.
-func (m *Memory) Resolve(ctx context.Context, name, token string, o classify.Outcome, reopen time.Duration) (bool, error) {
+func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (Status, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return Status{}, false, err
 	}
 	now := m.clk.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.entry(name)
-	if b.probe != token || remaining(b.probeTo, now) == 0 {
-		return false, nil
+	if b.epoch != epoch || b.probe != token || remaining(b.probeTo, now) == 0 {
+		return b.status(now), false, nil
 	}
 	b.probe, b.probeTo = "", time.Time{}
 	switch o {
 	case classify.Success:
+		b.epoch++
 		b.openTo, b.failures, b.buckets = time.Time{}, 0, nil
-		m.publish(Change{Name: name, Kind: Closed})
+		m.publish(Change{Name: name, Kind: Closed, Epoch: b.epoch})
 	case classify.Failure:
+		b.epoch += 2
 		b.openTo = now.Add(reopen)
-		m.publish(Change{Name: name, Kind: Opened, Open: reopen})
+		m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: reopen})
 	default:
-		m.publish(Change{Name: name, Kind: Released})
+		m.publish(Change{Name: name, Kind: Released, Epoch: b.epoch})
 	}
-	return true, nil
+	return b.status(now), true, nil
+}
+
+// Reset implements Store.
+func (m *Memory) Reset(ctx context.Context, name string) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	b.epoch += 2 - b.epoch%2
+	b.openTo, b.probe, b.probeTo, b.failures, b.buckets = time.Time{}, "", time.Time{}, 0, nil
+	m.publish(Change{Name: name, Kind: Reset, Epoch: b.epoch})
+	return b.status(now), nil
+}
+
+// Raise implements Store.
+func (m *Memory) Raise(ctx context.Context, name string, epoch uint64) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	b.epoch = max(b.epoch, epoch)
+	return b.status(now), nil
 }
 
 // Status implements Store.
@@ -216,7 +260,7 @@ func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
 	out := make([]Status, len(names))
 	for i, n := range names {
 		if b := m.breakers[n]; b != nil {
-			out[i] = Status{Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now)}
+			out[i] = b.status(now)
 		}
 	}
 	return out, nil

@@ -51,20 +51,40 @@ type Store interface {
 	// window's counts, so that the success that brings the window to its
 	// threshold trips the breaker.
 	RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error)
-	// Open opens the breaker for period unless it is open already. It
-	// returns the remaining open period of the opening that stands, and
-	// whether it is this one.
-	Open(ctx context.Context, name string, period time.Duration) (remaining time.Duration, opened bool, err error)
+	// Open opens the breaker for period if it is still in the closed
+	// epoch epoch, the one the caller's trip was decided in, advancing the
+	// epoch; otherwise (another process opened first, or the fleet moved
+	// on) it changes nothing, so the first opener's period stands. It
+	// returns the status after the call and whether this call opened. An
+	// epoch above the store's (the store lost its data) is adopted.
+	Open(ctx context.Context, name string, epoch uint64, period time.Duration) (Status, bool, error)
 	// AcquireProbe takes the probe lease of the breaker for token, for
-	// lease long, unless the breaker is still open or another process holds
-	// the lease; then it returns false and the shared status, which says
-	// which and for how long.
-	AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, Status, error)
-	// Resolve applies the probe's outcome if token still holds the lease:
-	// Success closes the breaker (the open marker, the lease and the counts
-	// go), Failure opens it again for reopen, Ignore gives the lease back.
-	// It reports whether token held the lease.
-	Resolve(ctx context.Context, name, token string, o classify.Outcome, reopen time.Duration) (bool, error)
+	// lease long, if the breaker is in the opened epoch epoch, its open
+	// period is over and no process holds the lease; otherwise it returns
+	// false and the status, which says why and for how long. A lease
+	// belongs to its epoch: every opening and closing ends it. An epoch
+	// above the store's (the store lost its data) is adopted, and the
+	// breaker held open for lease, so that a probe still in flight from
+	// before the loss ends before another starts.
+	AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, Status, error)
+	// Resolve applies the probe's outcome if token still holds the lease
+	// of epoch: Success closes the breaker (the open marker, the lease and
+	// the counts go), Failure opens it again for reopen, Ignore gives the
+	// lease back. It reports whether it applied the verdict, and the status
+	// after the call; a stale verdict changes nothing.
+	Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (Status, bool, error)
+	// Reset closes the breaker for every process, whatever its state: the
+	// open marker, the probe lease and the counts go, and the epoch moves
+	// to the next closed one (from a closed epoch too, so that a trip
+	// decided before the reset cannot open the breaker afterwards). It
+	// returns the status after the call.
+	Reset(ctx context.Context, name string) (Status, error)
+	// Raise moves the breaker's epoch up to epoch if the store's is below
+	// it, changing nothing else: a process that sees the store behind
+	// what it knows (the store lost its data) gives it its epoch back, so
+	// that the fleet's decisions are fenced against that history again.
+	// It returns the status after the call.
+	Raise(ctx context.Context, name string, epoch uint64) (Status, error)
 	// Status returns the shared status of each of names, in order.
 	Status(ctx context.Context, names []string) ([]Status, error)
 	// Watch calls fn with every change any process makes, in order, until
@@ -157,26 +177,35 @@ func PolicyOf(s breaker.Strategy) (Policy, error) {
 	return Policy{}, fmt.Errorf("%w: %T implements neither a built-in policy nor store.Shareable", ErrNotShareable, s)
 }
 
-// Verdict is a store's answer to a reported failure.
+// Verdict is a store's answer to reported outcomes: the counts, and the
+// breaker's status when they were counted.
 type Verdict struct {
 	// Failures is the shared run of failures (consecutive policy) or the
 	// failures in the window (window policy), this one included.
 	Failures int64
 	// Calls is the calls in the window (window policy only).
 	Calls int64
-	// Open is the remaining open period if the breaker is open in the
-	// store already; zero otherwise.
-	Open time.Duration
+	// Status is the breaker's shared state. While it is Opened, the counts
+	// trip nothing: the fleet is open already.
+	Status
 }
 
 // Status is a breaker's shared state.
 type Status struct {
+	// Epoch is advanced by every opening and every closing of the
+	// breaker: it is odd while the breaker is opened (open, half-open or
+	// probing) and even while it is closed, and it fences every decision
+	// taken in an older epoch. Zero is the first closed epoch.
+	Epoch uint64
 	// Open is the remaining open period; zero when the breaker is not open.
 	Open time.Duration
 	// Probe is the remaining time of the probe lease; zero when no process
 	// holds it.
 	Probe time.Duration
 }
+
+// Opened reports whether the status's epoch is one of an opened breaker.
+func (s Status) Opened() bool { return s.Epoch%2 == 1 }
 
 // ChangeKind says what changed in a Change.
 type ChangeKind uint8
@@ -189,11 +218,15 @@ const (
 	Closed
 	// Released: the probe lease was given back without a verdict.
 	Released
+	// Reset: the breaker was closed by Reset, from any state.
+	Reset
 )
 
-// String returns "opened", "closed" or "released".
+// String returns "opened", "closed", "released" or "reset".
 func (k ChangeKind) String() string {
 	switch k {
+	case Reset:
+		return "reset"
 	case Opened:
 		return "opened"
 	case Closed:
@@ -208,8 +241,16 @@ func (k ChangeKind) String() string {
 type Change struct {
 	Name string
 	Kind ChangeKind
+	// Epoch is the breaker's epoch after the change.
+	Epoch uint64
 	// Open is the open period set by an Opened change.
 	Open time.Duration
+}
+
+// Status returns the change as the status it left the breaker in, for a
+// mirror to follow as it follows a status read.
+func (c Change) Status() Status {
+	return Status{Epoch: c.Epoch, Open: c.Open}
 }
 
 // Fallback says what a shared breaker does while its store cannot be

@@ -12,9 +12,10 @@
 //	fusebox:{N}:window    per-bucket calls and failures (window policy), bucketed by the server's clock
 //	fusebox:{N}:open      the open marker; its TTL is the remaining open period
 //	fusebox:{N}:probe     the probe lease; its value is the holder's token, its TTL the lease
+//	fusebox:{N}:epoch     the epoch, advanced by every opening and closing: odd while opened
 //
 // Changes are announced on the channel "fusebox:changes" as
-// "kind|milliseconds|name".
+// "kind|milliseconds|epoch|name".
 //
 // Every event is one atomic script: a failure is counted and its expiry set
 // in one step; the open marker is set only if absent, so the first opener's
@@ -28,6 +29,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -184,6 +186,11 @@ func wrap(op, name string, err error) error {
 	return fmt.Errorf("redisstore: %s %q: %w", op, name, err)
 }
 
+// status reads a script's {epoch, open_pttl, probe_pttl}.
+func status(v []int64) store.Status {
+	return store.Status{Epoch: uint64(max(v[0], 0)), Open: fromMS(v[1]), Probe: fromMS(v[2])}
+}
+
 // RecordFailure implements store.Store.
 func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, successes []int64) (store.Verdict, error) {
 	if s.err != nil {
@@ -192,15 +199,15 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 	if p.Window() {
 		return s.window(ctx, name, p, 1, successes)
 	}
-	r, err := failureScript.Run(ctx, s.client, []string{s.Key(name, "failures"), s.Key(name, "open")}, ms(s.ttl)).Result()
+	r, err := failureScript.Run(ctx, s.client, []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}, ms(s.ttl)).Result()
 	if err != nil {
 		return store.Verdict{}, wrap("record failure of", name, err)
 	}
-	v, err := ints(r, 2)
+	v, err := ints(r, 4)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Failures: v[0], Open: fromMS(v[1])}, nil
+	return store.Verdict{Failures: v[0], Status: status(v[1:])}, nil
 }
 
 // RecordSuccess implements store.Store.
@@ -225,53 +232,56 @@ func (s *Store) window(ctx context.Context, name string, p store.Policy, failure
 	for _, n := range successes {
 		args = append(args, n)
 	}
-	r, err := windowScript.Run(ctx, s.client, []string{s.Key(name, "window"), s.Key(name, "open")}, args...).Result()
+	keys := []string{s.Key(name, "window"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	r, err := windowScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
 		return store.Verdict{}, wrap("record the calls of", name, err)
 	}
-	v, err := ints(r, 3)
+	v, err := ints(r, 5)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Calls: v[0], Failures: v[1], Open: fromMS(v[2])}, nil
+	return store.Verdict{Calls: v[0], Failures: v[1], Status: status(v[2:])}, nil
 }
 
 // Open implements store.Store.
-func (s *Store) Open(ctx context.Context, name string, period time.Duration) (time.Duration, bool, error) {
+func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time.Duration) (store.Status, bool, error) {
 	if s.err != nil {
-		return 0, false, s.err
+		return store.Status{}, false, s.err
 	}
-	r, err := openScript.Run(ctx, s.client, []string{s.Key(name, "open")}, ms(period), s.channel, name).Result()
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	r, err := openScript.Run(ctx, s.client, keys, epoch, ms(period), s.channel, name).Result()
 	if err != nil {
-		return 0, false, wrap("open", name, err)
+		return store.Status{}, false, wrap("open", name, err)
 	}
-	v, err := ints(r, 2)
+	v, err := ints(r, 4)
 	if err != nil {
-		return 0, false, err
+		return store.Status{}, false, err
 	}
-	return fromMS(v[1]), v[0] == 1, nil
+	return status(v[1:]), v[0] == 1, nil
 }
 
 // AcquireProbe implements store.Store.
-func (s *Store) AcquireProbe(ctx context.Context, name, token string, lease time.Duration) (bool, store.Status, error) {
+func (s *Store) AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, store.Status, error) {
 	if s.err != nil {
 		return false, store.Status{}, s.err
 	}
-	r, err := probeScript.Run(ctx, s.client, []string{s.Key(name, "open"), s.Key(name, "probe")}, token, ms(lease)).Result()
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	r, err := probeScript.Run(ctx, s.client, keys, token, ms(lease), epoch).Result()
 	if err != nil {
 		return false, store.Status{}, wrap("acquire the probe of", name, err)
 	}
-	v, err := ints(r, 3)
+	v, err := ints(r, 4)
 	if err != nil {
 		return false, store.Status{}, err
 	}
-	return v[0] == 1, store.Status{Open: fromMS(v[1]), Probe: fromMS(v[2])}, nil
+	return v[0] == 1, status(v[1:]), nil
 }
 
 // Resolve implements store.Store.
-func (s *Store) Resolve(ctx context.Context, name, token string, o classify.Outcome, reopen time.Duration) (bool, error) {
+func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (store.Status, bool, error) {
 	if s.err != nil {
-		return false, s.err
+		return store.Status{}, false, s.err
 	}
 	verdict := "i"
 	switch o {
@@ -280,12 +290,46 @@ func (s *Store) Resolve(ctx context.Context, name, token string, o classify.Outc
 	case classify.Failure:
 		verdict = "f"
 	}
-	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window")}
-	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), s.channel, name).Int64()
+	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch")}
+	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), s.channel, name, epoch).Result()
 	if err != nil {
-		return false, wrap("resolve the probe of", name, err)
+		return store.Status{}, false, wrap("resolve the probe of", name, err)
 	}
-	return r == 1, nil
+	v, err := ints(r, 4)
+	if err != nil {
+		return store.Status{}, false, err
+	}
+	return status(v[1:]), v[0] == 1, nil
+}
+
+// Reset implements store.Store.
+func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
+	if s.err != nil {
+		return store.Status{}, s.err
+	}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch")}
+	e, err := resetScript.Run(ctx, s.client, keys, s.channel, name).Int64()
+	if err != nil {
+		return store.Status{}, wrap("reset", name, err)
+	}
+	return store.Status{Epoch: uint64(max(e, 0))}, nil
+}
+
+// Raise implements store.Store.
+func (s *Store) Raise(ctx context.Context, name string, epoch uint64) (store.Status, error) {
+	if s.err != nil {
+		return store.Status{}, s.err
+	}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	r, err := raiseScript.Run(ctx, s.client, keys, epoch).Result()
+	if err != nil {
+		return store.Status{}, wrap("raise the epoch of", name, err)
+	}
+	v, err := ints(r, 3)
+	if err != nil {
+		return store.Status{}, err
+	}
+	return status(v), nil
 }
 
 // Status implements store.Store. It sends one pipeline; a Cluster client
@@ -298,18 +342,27 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 		return nil, nil
 	}
 	pipe := s.client.Pipeline()
+	epoch := make([]*redis.StringCmd, len(names))
 	open := make([]*redis.DurationCmd, len(names))
 	probe := make([]*redis.DurationCmd, len(names))
 	for i, n := range names {
+		epoch[i] = pipe.Get(ctx, s.Key(n, "epoch"))
 		open[i] = pipe.PTTL(ctx, s.Key(n, "open"))
 		probe[i] = pipe.PTTL(ctx, s.Key(n, "probe"))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: status of %d breakers: %w", len(names), err)
 	}
 	out := make([]store.Status, len(names))
 	for i := range names {
-		out[i] = store.Status{Open: positive(open[i].Val()), Probe: positive(probe[i].Val())}
+		e, err := epoch[i].Uint64()
+		if err == nil || errors.Is(err, redis.Nil) {
+			err = cmp.Or(open[i].Err(), probe[i].Err())
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], err)
+		}
+		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val())}
 	}
 	return out, nil
 }
@@ -360,13 +413,17 @@ func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) 
 	}
 }
 
-// parseChange reads "kind|milliseconds|name".
+// parseChange reads "kind|milliseconds|epoch|name".
 func parseChange(p string) (store.Change, bool) {
 	kind, rest, ok := strings.Cut(p, "|")
 	if !ok {
 		return store.Change{}, false
 	}
-	num, name, ok := strings.Cut(rest, "|")
+	num, rest, ok := strings.Cut(rest, "|")
+	if !ok {
+		return store.Change{}, false
+	}
+	ep, name, ok := strings.Cut(rest, "|")
 	if !ok {
 		return store.Change{}, false
 	}
@@ -374,7 +431,11 @@ func parseChange(p string) (store.Change, bool) {
 	if err != nil {
 		return store.Change{}, false
 	}
-	c := store.Change{Name: name, Open: fromMS(d)}
+	e, err := strconv.ParseUint(ep, 10, 64)
+	if err != nil {
+		return store.Change{}, false
+	}
+	c := store.Change{Name: name, Epoch: e, Open: fromMS(d)}
 	switch kind {
 	case "opened":
 		c.Kind = store.Opened
@@ -382,6 +443,8 @@ func parseChange(p string) (store.Change, bool) {
 		c.Kind = store.Closed
 	case "released":
 		c.Kind = store.Released
+	case "reset":
+		c.Kind = store.Reset
 	default:
 		return store.Change{}, false
 	}

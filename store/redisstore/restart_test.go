@@ -24,7 +24,6 @@ import (
 	"github.com/fusebox-go/fusebox/internal/redistest"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
-	"github.com/fusebox-go/fusebox/store"
 	"github.com/fusebox-go/fusebox/store/redisstore"
 )
 
@@ -382,7 +381,7 @@ func TestRedisRestartsUnderLoad(t *testing.T) {
 					}
 				}
 				st, err := inspect.Status(context.Background(), []string{"svc"})
-				return err == nil && st[0] == store.Status{} && a.State() == breaker.Closed && b.State() == breaker.Closed
+				return err == nil && !st[0].Opened() && st[0].Open == 0 && st[0].Probe == 0 && a.State() == breaker.Closed && b.State() == breaker.Closed
 			}, reps...)
 		}
 		for attempt := 1; a.State() != breaker.Open; attempt++ {

@@ -10,11 +10,12 @@ import "github.com/redis/go-redis/v9"
 // failureScript counts one failure of a consecutive policy and sets the
 // count's expiry in the same step.
 //
-// KEYS: failures, open. ARGV: ttl_ms. Returns {count, open_pttl}.
+// KEYS: failures, open, probe, epoch. ARGV: ttl_ms.
+// Returns {count, epoch, open_pttl, probe_pttl}.
 var failureScript = redis.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return {n, redis.call('PTTL', KEYS[2])}
+return {n, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
 `)
 
 // windowScript adds failures to the current bucket of a window policy, and
@@ -26,8 +27,9 @@ return {n, redis.call('PTTL', KEYS[2])}
 // counts trip the breaker is decided in Go by the strategy's own rule
 // (store.Policy.Trips), the one the local counter and the memory store use.
 //
-// KEYS: window, open. ARGV: width_ms, buckets, failures, then the successes
-// of age 0, 1, ... Returns {calls, failures, open_pttl}.
+// KEYS: window, open, probe, epoch. ARGV: width_ms, buckets, failures, then
+// the successes of age 0, 1, ...
+// Returns {calls, failures, epoch, open_pttl, probe_pttl}.
 var windowScript = redis.NewScript(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
@@ -60,68 +62,114 @@ end
 for i = idx - 2 * n, idx - n do
   redis.call('HDEL', KEYS[1], string.format('c%d', i), string.format('f%d', i))
 end
-return {c, f, redis.call('PTTL', KEYS[2])}
+return {c, f, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
 `)
 
-// openScript sets the open marker only if it is absent, so the first
-// opener's period stands, and announces it.
+// Every opening and closing advances the breaker's epoch (its own key,
+// without expiry): odd while opened, even while closed. The scripts below
+// act only in the epoch their caller decided in, so a late verdict or a
+// late opening changes nothing, and every opening or closing deletes the
+// probe lease, which so never outlives its epoch. A caller's epoch above
+// the store's means the store lost its data (a restart, FLUSHALL): it is
+// adopted.
+
+// openScript opens the breaker if it is still in the caller's closed epoch
+// (or the store is behind it), for period, and announces it.
 //
-// KEYS: open. ARGV: period_ms, channel, name.
-// Returns {1, period_ms} if this call opened, else {0, open_pttl}.
-//
-// A marker with less than a millisecond left (PTTL 0) counts as expired.
+// KEYS: open, probe, epoch. ARGV: epoch, period_ms, channel, name.
+// Returns {opened, epoch, open_pttl, probe_pttl}.
 var openScript = redis.NewScript(`
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
-  local left = redis.call('PTTL', KEYS[1])
-  if left > 0 then
-    return {0, left}
-  end
-  redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+local c = tonumber(ARGV[1])
+if c % 2 == 1 or c < e or (c == e and e % 2 == 1) then
+  return {0, e, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
 end
-redis.call('PUBLISH', ARGV[2], 'opened|' .. ARGV[1] .. '|' .. ARGV[3])
-return {1, tonumber(ARGV[1])}
+e = c + 1
+redis.call('SET', KEYS[3], e)
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
+redis.call('PUBLISH', ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[4])
+return {1, e, tonumber(ARGV[2]), 0}
 `)
 
-// probeScript takes the probe lease with SET NX PX, unless the breaker is
-// still open.
+// probeScript takes the probe lease with SET NX PX, if the breaker is in
+// the caller's opened epoch and its open period is over. A caller ahead of
+// the store (which lost its data) re-seeds the epoch and holds the fleet
+// open for one lease, so that a probe in flight from before the loss ends
+// before another starts.
 //
-// KEYS: open, probe. ARGV: token, lease_ms.
-// Returns {won, open_pttl, probe_pttl}.
-// A lease with less than a millisecond left counts as expired.
+// KEYS: open, probe, epoch. ARGV: token, lease_ms, epoch.
+// Returns {won, epoch, open_pttl, probe_pttl}.
+// A marker or a lease with less than a millisecond left (PTTL 0) counts as
+// expired.
 var probeScript = redis.NewScript(`
+local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+local c = tonumber(ARGV[3])
+if c > e then
+  redis.call('SET', KEYS[3], c)
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+  redis.call('DEL', KEYS[2])
+  return {0, c, tonumber(ARGV[2]), 0}
+end
 local o = redis.call('PTTL', KEYS[1])
-if o > 0 then
-  return {0, o, redis.call('PTTL', KEYS[2])}
+local p = redis.call('PTTL', KEYS[2])
+if c < e or e % 2 == 0 or o > 0 or p > 0 then
+  return {0, e, o, p}
 end
-if not redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local left = redis.call('PTTL', KEYS[2])
-  if left > 0 then
-    return {0, 0, left}
-  end
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-end
-return {1, 0, tonumber(ARGV[2])}
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return {1, e, 0, tonumber(ARGV[2])}
 `)
 
 // resolveScript applies a probe's verdict if, and only if, the caller still
-// holds the lease.
+// holds the lease of its epoch.
 //
-// KEYS: probe, open, failures, window.
-// ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name.
-// Returns 1 if the lease was held, else 0.
+// KEYS: probe, open, failures, window, epoch.
+// ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch.
+// Returns {applied, epoch, open_pttl, probe_pttl}.
 var resolveScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+local e = tonumber(redis.call('GET', KEYS[5]) or '0')
+if e ~= tonumber(ARGV[6]) or redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {0, e, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[1])}
 end
 redis.call('DEL', KEYS[1])
 if ARGV[2] == 's' then
+  e = redis.call('INCR', KEYS[5])
   redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-  redis.call('PUBLISH', ARGV[4], 'closed|0|' .. ARGV[5])
+  redis.call('PUBLISH', ARGV[4], 'closed|0|' .. e .. '|' .. ARGV[5])
 elseif ARGV[2] == 'f' then
+  e = redis.call('INCRBY', KEYS[5], 2)
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-  redis.call('PUBLISH', ARGV[4], 'opened|' .. ARGV[3] .. '|' .. ARGV[5])
+  redis.call('PUBLISH', ARGV[4], 'opened|' .. ARGV[3] .. '|' .. e .. '|' .. ARGV[5])
 else
-  redis.call('PUBLISH', ARGV[4], 'released|0|' .. ARGV[5])
+  redis.call('PUBLISH', ARGV[4], 'released|0|' .. e .. '|' .. ARGV[5])
 end
-return 1
+return {1, e, redis.call('PTTL', KEYS[2]), 0}
+`)
+
+// resetScript closes the breaker whatever its state, moving the epoch to the
+// next closed one, and announces it.
+//
+// KEYS: open, probe, failures, window, epoch. ARGV: channel, name.
+// Returns the epoch.
+var resetScript = redis.NewScript(`
+local e = tonumber(redis.call('GET', KEYS[5]) or '0')
+e = e + 2 - e % 2
+redis.call('SET', KEYS[5], e)
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('PUBLISH', ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
+return e
+`)
+
+// raiseScript moves the epoch up to the caller's if it is below it.
+//
+// KEYS: open, probe, epoch. ARGV: epoch.
+// Returns {epoch, open_pttl, probe_pttl}.
+var raiseScript = redis.NewScript(`
+local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+local c = tonumber(ARGV[1])
+if c > e then
+  redis.call('SET', KEYS[3], c)
+  e = c
+end
+return {e, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
 `)

@@ -44,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FirstOpenerStands", func(t *testing.T) { firstOpener(t, h) })
 	t.Run("OneProbeLease", func(t *testing.T) { oneProbe(t, h) })
 	t.Run("VerdictOnlyFromTheHolder", func(t *testing.T) { verdicts(t, h) })
+	t.Run("EpochsFenceLateDecisions", func(t *testing.T) { epochs(t, h) })
 	t.Run("WindowPolicy", func(t *testing.T) { window(t, h) })
 	t.Run("WatchDeliversChangesInOrder", func(t *testing.T) { watch(t, h) })
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
@@ -151,40 +152,48 @@ func successEndsRun(t *testing.T, h Harness) {
 func firstOpener(t *testing.T, h Harness) {
 	s := h.New(t)
 	const period = 300 * time.Millisecond
-	r, opened, err := s.Open(ctx(t), "svc", period)
-	if err != nil || !opened || r != period {
-		t.Fatalf("first Open: got %v, %v, %v; want %v, true", r, opened, err, period)
+	st, opened, err := s.Open(ctx(t), "svc", 0, period)
+	if err != nil || !opened || st.Open != period || st.Epoch != 1 {
+		t.Fatalf("first Open: got %+v, %v, %v; want open %v in epoch 1", st, opened, err, period)
 	}
-	r2, opened2, err := s.Open(ctx(t), "svc", 10*period)
-	if err != nil || opened2 || r2 <= 0 || r2 > period {
-		t.Fatalf("second Open: got %v, %v, %v; want the first period's remainder (<= %v), false", r2, opened2, err, period)
+	st2, opened2, err := s.Open(ctx(t), "svc", 0, 10*period)
+	if err != nil || opened2 || st2.Open <= 0 || st2.Open > period || st2.Epoch != 1 {
+		t.Fatalf("second Open from the same closed epoch: got %+v, %v, %v; want the first period's remainder (<= %v) in epoch 1", st2, opened2, err, period)
 	}
-	if st := status(t, s, "svc"); st.Open <= 0 || st.Open > period {
+	if st := status(t, s, "svc"); st.Open <= 0 || st.Open > period || !st.Opened() {
 		t.Fatalf("Status while open: %+v", st)
 	}
 	v, err := s.RecordFailure(ctx(t), "svc", store.Policy{Failures: 5}, nil)
-	if err != nil || v.Open <= 0 {
-		t.Fatalf("a failure while open must report the open period: %+v, %v", v, err)
+	if err != nil || v.Open <= 0 || !v.Opened() {
+		t.Fatalf("a failure while open must report the open status: %+v, %v", v, err)
 	}
 	h.Advance(t, period)
 	eventually(t, h, period, "the open marker expires", func() bool { return status(t, s, "svc").Open == 0 })
-	if _, opened, err := s.Open(ctx(t), "svc", period); err != nil || !opened {
-		t.Fatalf("Open after expiry: opened=%v err=%v; want a new opening", opened, err)
+	if _, opened, err := s.Open(ctx(t), "svc", 0, period); err != nil || opened {
+		t.Fatalf("Open from closed epoch 0 after the breaker opened in epoch 1: opened=%v err=%v; want refused (a late opening)", opened, err)
+	}
+	if st := status(t, s, "svc"); st.Epoch != 1 {
+		t.Fatalf("a refused Open changed the epoch: %+v", st)
 	}
 }
 
 func oneProbe(t *testing.T, h Harness) {
 	s := h.New(t)
 	const period, lease = 200 * time.Millisecond, 400 * time.Millisecond
-	if _, _, err := s.Open(ctx(t), "svc", period); err != nil {
+	st, _, err := s.Open(ctx(t), "svc", 0, period)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ok, st, err := s.AcquireProbe(ctx(t), "svc", "early", lease)
+	e := st.Epoch
+	ok, st, err := s.AcquireProbe(ctx(t), "svc", "early", e, lease)
 	if err != nil || ok || st.Open <= 0 {
 		t.Fatalf("AcquireProbe while open: got %v, %+v, %v; want refused with the open period", ok, st, err)
 	}
 	h.Advance(t, period)
 	eventually(t, h, period, "the open period ends", func() bool { return status(t, s, "svc").Open == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "stale", e-1, lease); err != nil || ok {
+		t.Fatalf("AcquireProbe from the closed epoch before: %v, %v; want refused", ok, err)
+	}
 
 	const racers = 50
 	var wg sync.WaitGroup
@@ -196,7 +205,7 @@ func oneProbe(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			<-start
-			ok, st, err := s.AcquireProbe(ctx(t), "svc", fmt.Sprintf("t%d", i), lease)
+			ok, st, err := s.AcquireProbe(ctx(t), "svc", fmt.Sprintf("t%d", i), e, lease)
 			if err != nil {
 				t.Errorf("AcquireProbe: %v", err)
 				return
@@ -217,7 +226,7 @@ func oneProbe(t *testing.T, h Harness) {
 	}
 	h.Advance(t, lease)
 	eventually(t, h, lease, "the lease expires", func() bool { return status(t, s, "svc").Probe == 0 })
-	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "next", lease); err != nil || !ok {
+	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "next", e, lease); err != nil || !ok {
 		t.Fatalf("AcquireProbe after the lease expired: %v, %v; want it won", ok, err)
 	}
 }
@@ -231,47 +240,120 @@ func verdicts(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "holder", lease); err != nil || !ok {
+	st, _, err := s.Open(ctx(t), "svc", 0, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := st.Epoch
+	h.Advance(t, time.Millisecond)
+	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s, "svc").Open == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "holder", e, lease); err != nil || !ok {
 		t.Fatalf("AcquireProbe: %v, %v", ok, err)
 	}
-	if applied, err := s.Resolve(ctx(t), "svc", "intruder", classify.Success, 0); err != nil || applied {
+	if _, applied, err := s.Resolve(ctx(t), "svc", "intruder", e, classify.Success, 0); err != nil || applied {
 		t.Fatalf("Resolve by a non-holder: applied=%v err=%v; want refused", applied, err)
 	}
-	if applied, err := s.Resolve(ctx(t), "svc", "holder", classify.Failure, time.Minute); err != nil || !applied {
-		t.Fatalf("Resolve failure by the holder: applied=%v err=%v", applied, err)
+	if _, applied, err := s.Resolve(ctx(t), "svc", "holder", e+2, classify.Success, 0); err != nil || applied {
+		t.Fatalf("Resolve by the holder in another epoch: applied=%v err=%v; want refused", applied, err)
 	}
-	if st := status(t, s, "svc"); st.Open <= 50*time.Second || st.Probe != 0 {
-		t.Fatalf("after a failed probe: %+v; want open about a minute and no lease", st)
+	st, applied, err := s.Resolve(ctx(t), "svc", "holder", e, classify.Failure, time.Minute)
+	if err != nil || !applied || st.Epoch != e+2 || !st.Opened() {
+		t.Fatalf("Resolve failure by the holder: %+v, applied=%v err=%v; want applied, reopened in epoch %d", st, applied, err, e+2)
 	}
-	if applied, err := s.Resolve(ctx(t), "svc", "holder", classify.Success, 0); err != nil || applied {
+	if st := status(t, s, "svc"); st.Open <= 50*time.Second || st.Probe != 0 || st.Epoch != e+2 {
+		t.Fatalf("after a failed probe: %+v; want open about a minute in epoch %d and no lease", st, e+2)
+	}
+	if _, applied, err := s.Resolve(ctx(t), "svc", "holder", e, classify.Success, 0); err != nil || applied {
 		t.Fatalf("a second verdict from the same token: applied=%v err=%v; want refused", applied, err)
 	}
 
-	// A probe released with Ignore gives the lease back.
+	// A probe released with Ignore gives the lease back; a success closes
+	// and clears the run of failures.
 	s2 := h.New(t)
-	if ok, _, _ := s2.AcquireProbe(ctx(t), "svc", "a", lease); !ok {
+	st, _, _ = s2.Open(ctx(t), "svc", 0, time.Millisecond)
+	e = st.Epoch
+	h.Advance(t, time.Millisecond)
+	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s2, "svc").Open == 0 })
+	if ok, _, _ := s2.AcquireProbe(ctx(t), "svc", "a", e, lease); !ok {
 		t.Fatal("AcquireProbe a")
 	}
-	if applied, err := s2.Resolve(ctx(t), "svc", "a", classify.Ignore, 0); err != nil || !applied {
-		t.Fatalf("Resolve ignore: %v, %v", applied, err)
+	if st, applied, err := s2.Resolve(ctx(t), "svc", "a", e, classify.Ignore, 0); err != nil || !applied || st.Epoch != e {
+		t.Fatalf("Resolve ignore: %+v, %v, %v; want applied in the same epoch", st, applied, err)
 	}
-	if ok, _, err := s2.AcquireProbe(ctx(t), "svc", "b", lease); err != nil || !ok {
+	if ok, _, err := s2.AcquireProbe(ctx(t), "svc", "b", e, lease); err != nil || !ok {
 		t.Fatalf("AcquireProbe after an ignored probe: %v, %v; want it won", ok, err)
 	}
-	// A successful probe closes and clears the run of failures.
 	for range 2 {
 		if _, err := s2.RecordFailure(ctx(t), "svc", p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if applied, err := s2.Resolve(ctx(t), "svc", "b", classify.Success, 0); err != nil || !applied {
-		t.Fatalf("Resolve success: %v, %v", applied, err)
+	if st, applied, err := s2.Resolve(ctx(t), "svc", "b", e, classify.Success, 0); err != nil || !applied || st.Epoch != e+1 || st.Opened() {
+		t.Fatalf("Resolve success: %+v, %v, %v; want applied, closed in epoch %d", st, applied, err, e+1)
 	}
-	if st := status(t, s2, "svc"); st != (store.Status{}) {
-		t.Fatalf("after a successful probe: %+v; want nothing open or leased", st)
+	if st := status(t, s2, "svc"); st != (store.Status{Epoch: e + 1}) {
+		t.Fatalf("after a successful probe: %+v; want closed in epoch %d, nothing open or leased", st, e+1)
 	}
 	if v, err := s2.RecordFailure(ctx(t), "svc", p, nil); err != nil || v.Failures != 1 {
 		t.Fatalf("first failure after closing: %+v, %v; want count 1", v, err)
+	}
+}
+
+// epochs checks the fencing: an opening from an older closed epoch ends no
+// lease and changes nothing, a stale verdict changes nothing, and a store
+// behind its caller (it lost its data) adopts the caller's epoch and holds
+// the fleet off for one lease before granting another.
+func epochs(t *testing.T, h Harness) {
+	s := h.New(t)
+	const lease = 300 * time.Millisecond
+	st, _, _ := s.Open(ctx(t), "svc", 0, time.Millisecond)
+	e := st.Epoch
+	h.Advance(t, time.Millisecond)
+	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s, "svc").Open == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "p", e, lease); err != nil || !ok {
+		t.Fatalf("AcquireProbe: %v, %v", ok, err)
+	}
+	// A replica that missed the opening trips in the old closed epoch:
+	// its opening is late and must not end the probe.
+	if st, opened, err := s.Open(ctx(t), "svc", e-1, time.Hour); err != nil || opened || st.Probe <= 0 || st.Epoch != e {
+		t.Fatalf("a late Open during a probe: %+v, opened=%v, %v; want refused, the lease intact", st, opened, err)
+	}
+	if _, applied, err := s.Resolve(ctx(t), "svc", "p", e, classify.Success, 0); err != nil || !applied {
+		t.Fatalf("the probe's verdict after a late Open: %v, %v; want applied", applied, err)
+	}
+	// The data is lost (a restart, FLUSHALL): the store is behind.
+	lost := h.New(t)
+	ok, st, err := lost.AcquireProbe(ctx(t), "svc", "q", 7, lease)
+	if err != nil || ok || st.Epoch != 7 || st.Open <= 0 {
+		t.Fatalf("AcquireProbe ahead of a store that lost its data: %v, %+v, %v; want refused, epoch 7 adopted, held open for the lease", ok, st, err)
+	}
+	if ok, _, err := lost.AcquireProbe(ctx(t), "svc", "r", 7, lease); err != nil || ok {
+		t.Fatalf("a second AcquireProbe within that lease: %v, %v; want refused (a probe from before the loss may still run)", ok, err)
+	}
+	h.Advance(t, lease)
+	eventually(t, h, lease, "the hold ends", func() bool { return status(t, lost, "svc").Open == 0 })
+	if ok, _, err := lost.AcquireProbe(ctx(t), "svc", "r", 7, lease); err != nil || !ok {
+		t.Fatalf("AcquireProbe after the hold: %v, %v; want it won", ok, err)
+	}
+	// Reset closes from any state into a new closed epoch, ending the
+	// lease: the holder's verdict is then stale.
+	if st, err := lost.Reset(ctx(t), "svc"); err != nil || st != (store.Status{Epoch: 8}) {
+		t.Fatalf("Reset while probing: %+v, %v; want closed in epoch 8", st, err)
+	}
+	if _, applied, err := lost.Resolve(ctx(t), "svc", "r", 7, classify.Failure, time.Hour); err != nil || applied {
+		t.Fatalf("a verdict after a Reset: applied=%v, %v; want stale", applied, err)
+	}
+	if st, err := lost.Reset(ctx(t), "svc"); err != nil || st.Epoch != 10 {
+		t.Fatalf("Reset of a closed breaker: %+v, %v; want the next closed epoch, 10", st, err)
+	}
+	// Raise gives a store that lost its data its epoch back, and only
+	// raises.
+	fresh := h.New(t)
+	if st, err := fresh.Raise(ctx(t), "svc", 9); err != nil || st.Epoch != 9 {
+		t.Fatalf("Raise to 9: %+v, %v", st, err)
+	}
+	if st, err := fresh.Raise(ctx(t), "svc", 4); err != nil || st.Epoch != 9 {
+		t.Fatalf("Raise to 4 after 9: %+v, %v; want 9 kept", st, err)
 	}
 }
 
@@ -332,7 +414,7 @@ func watch(t *testing.T, h Harness) {
 	deadline := time.Now().Add(5 * time.Second)
 	for attempt := 0; ; attempt++ {
 		ready := fmt.Sprintf("ready-%d", attempt)
-		if _, _, err := s.Open(ctx(t), ready, time.Hour); err != nil {
+		if _, _, err := s.Open(ctx(t), ready, 0, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -349,26 +431,45 @@ func watch(t *testing.T, h Harness) {
 		break
 	}
 	const lease = time.Minute
-	if _, _, err := s.Open(ctx(t), "svc", time.Hour); err != nil {
+	if _, _, err := s.Open(ctx(t), "svc", 0, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	s2 := "svc2"
-	if ok, _, err := s.AcquireProbe(ctx(t), s2, "x", lease); err != nil || !ok {
-		t.Fatal("AcquireProbe", ok, err)
-	}
-	if _, err := s.Resolve(ctx(t), s2, "x", classify.Success, 0); err != nil {
+	if _, _, err := s.Open(ctx(t), s2, 0, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := s.AcquireProbe(ctx(t), s2, "y", lease); err != nil || !ok {
+	h.Advance(t, time.Millisecond)
+	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s, s2).Open == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), s2, "x", 1, lease); err != nil || !ok {
 		t.Fatal("AcquireProbe", ok, err)
 	}
-	if _, err := s.Resolve(ctx(t), s2, "y", classify.Failure, 2*time.Second); err != nil {
+	if _, _, err := s.Resolve(ctx(t), s2, "x", 1, classify.Ignore, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.AcquireProbe(ctx(t), s2, "x", 1, lease); err != nil || !ok {
+		t.Fatal("AcquireProbe", ok, err)
+	}
+	if _, _, err := s.Resolve(ctx(t), s2, "x", 1, classify.Success, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open(ctx(t), s2, 2, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	h.Advance(t, time.Millisecond)
+	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s, s2).Open == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), s2, "y", 3, lease); err != nil || !ok {
+		t.Fatal("AcquireProbe", ok, err)
+	}
+	if _, _, err := s.Resolve(ctx(t), s2, "y", 3, classify.Failure, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	want := []store.Change{
-		{Name: "svc", Kind: store.Opened, Open: time.Hour},
-		{Name: s2, Kind: store.Closed},
-		{Name: s2, Kind: store.Opened, Open: 2 * time.Second},
+		{Name: "svc", Kind: store.Opened, Epoch: 1, Open: time.Hour},
+		{Name: s2, Kind: store.Opened, Epoch: 1, Open: time.Millisecond},
+		{Name: s2, Kind: store.Released, Epoch: 1},
+		{Name: s2, Kind: store.Closed, Epoch: 2},
+		{Name: s2, Kind: store.Opened, Epoch: 3, Open: time.Millisecond},
+		{Name: s2, Kind: store.Opened, Epoch: 5, Open: 2 * time.Second},
 	}
 	next := func() (store.Change, bool) {
 		for {

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+)
+
+// Mirror is what a process knows of a shared breaker: the state its local
+// copy is in, the epoch that state belongs to, when its timer ends, and
+// whether this process holds the probe lease.
+type Mirror struct {
+	State  breaker.State
+	Epoch  uint64
+	Until  time.Time // the end of the state's timer; zero: none
+	Holder bool      // this process holds the probe lease of Epoch
+}
+
+// Tolerance is how far a mirrored deadline may be from the store's before
+// Follow corrects it: replies take time, and each correction is a
+// transition-free but visible change.
+const Tolerance = 25 * time.Millisecond
+
+// Follow is the rule a mirror follows: given what it knows (m), a status of
+// the store (st, or a change as Change.Status gives it) asked for at at,
+// and now, it returns the mirror's next state and whether it changes. It is
+// a pure function: the manager applies its answer.
+//
+//   - A status of an older epoch is out of date (a late reply, a late
+//     message) or the store lost its data: it changes nothing, and the
+//     mirror keeps to its own deadlines.
+//   - A status of a newer epoch is adopted whole: closed for an even
+//     epoch; for an odd one, open until at+Open, probing until at+Probe
+//     (another process's lease), or half-open. A close the mirror missed
+//     is learnt this way.
+//   - A status of the mirror's own epoch corrects it within the epoch: an
+//     open period's end, a lease another process took or gave back. A
+//     closed epoch changes nothing for a mirror closed or open in it (an
+//     open one has tripped and its opening is on its way to the store);
+//     one half-open or probing in it opened on its own while the store was
+//     unreachable, and closes with the fleet.
+//
+// A state whose time is over by now is followed by the state after it:
+// open by half-open, another's probe by half-open.
+func Follow(m Mirror, st Status, at, now time.Time) (Mirror, bool) {
+	switch {
+	case st.Epoch < m.Epoch:
+		return m, false
+	case st.Epoch > m.Epoch:
+		return moved(m, fleet(st, at, now), true)
+	case !st.Opened():
+		// A mirror open in its own closed epoch tripped, and its opening
+		// is on its way to the store. Past open, none is coming (it
+		// opened on its own while the store was unreachable): the fleet
+		// is closed.
+		if m.State == breaker.Open || m.State == breaker.Closed {
+			return m, false
+		}
+		return moved(m, fleet(st, at, now), true)
+	}
+	want := fleet(st, at, now)
+	switch want.State {
+	case breaker.Open:
+		if m.State == breaker.Open && m.Until.Sub(want.Until).Abs() <= Tolerance {
+			return m, false
+		}
+		if m.State == breaker.Probing && m.Holder {
+			return m, false
+		}
+	case breaker.Probing:
+		if m.Holder || m.State == breaker.Open && m.Until.After(now) {
+			return m, false
+		}
+		if m.State == breaker.Probing && m.Until.Sub(want.Until).Abs() <= Tolerance {
+			return m, false
+		}
+	case breaker.HalfOpen:
+		// The open period is over in the store and no lease is held.
+		// A mirror still open keeps to its own deadline (it is close);
+		// one probing for another process whose lease ended is not.
+		if m.State != breaker.Probing || m.Holder {
+			return m, false
+		}
+	}
+	return moved(m, want, false)
+}
+
+// fleet returns the state the status describes, as a mirror at now.
+func fleet(st Status, at, now time.Time) Mirror {
+	f := Mirror{Epoch: st.Epoch}
+	switch {
+	case !st.Opened():
+		f.State = breaker.Closed
+	case st.Open > 0 && at.Add(st.Open).After(now):
+		f.State, f.Until = breaker.Open, at.Add(st.Open)
+	case st.Probe > 0 && at.Add(st.Probe).After(now):
+		f.State, f.Until = breaker.Probing, at.Add(st.Probe)
+	default:
+		f.State = breaker.HalfOpen
+	}
+	return f
+}
+
+func moved(m, to Mirror, newEpoch bool) (Mirror, bool) {
+	if newEpoch {
+		to.Holder = false
+	}
+	return to, to != m
+}

@@ -1,0 +1,76 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+var (
+	t0 = time.Date(2026, 1, 2, 15, 4, 0, 0, time.UTC)
+	t1 = t0.Add(time.Second)
+)
+
+const (
+	C = breaker.Closed
+	O = breaker.Open
+	H = breaker.HalfOpen
+	P = breaker.Probing
+)
+
+func mir(st breaker.State, epoch uint64, until time.Time, holder bool) store.Mirror {
+	return store.Mirror{State: st, Epoch: epoch, Until: until, Holder: holder}
+}
+
+func TestFollow(t *testing.T) {
+	tests := []struct {
+		name    string
+		m       store.Mirror
+		st      store.Status
+		at, now time.Time
+		want    store.Mirror
+		changed bool
+	}{
+		{"an older epoch changes nothing (a late reply)", mir(C, 2, time.Time{}, false), store.Status{Epoch: 1, Open: time.Minute}, t0, t0, mir(C, 2, time.Time{}, false), false},
+		{"an older epoch changes nothing (data lost)", mir(P, 5, t1, true), store.Status{Epoch: 0}, t0, t0, mir(P, 5, t1, true), false},
+		{"a newer opened epoch: open until at+Open", mir(C, 2, time.Time{}, false), store.Status{Epoch: 3, Open: 10 * time.Second}, t0, t1, mir(O, 3, t0.Add(10*time.Second), false), true},
+		{"a newer opened epoch whose period is over: half-open", mir(C, 2, time.Time{}, false), store.Status{Epoch: 3, Open: time.Second}, t0, t1, mir(H, 3, time.Time{}, false), true},
+		{"a newer epoch with another's lease: probing", mir(C, 2, time.Time{}, false), store.Status{Epoch: 3, Probe: 5 * time.Second}, t0, t1, mir(P, 3, t0.Add(5*time.Second), false), true},
+		{"a close the mirror missed", mir(O, 3, t1, false), store.Status{Epoch: 4}, t0, t0, mir(C, 4, time.Time{}, false), true},
+		{"a missed close after a missed reopen", mir(H, 3, time.Time{}, false), store.Status{Epoch: 6}, t0, t0, mir(C, 6, time.Time{}, false), true},
+		{"a newer epoch ends this process's lease", mir(P, 3, t1, true), store.Status{Epoch: 5, Open: time.Minute}, t0, t0, mir(O, 5, t0.Add(time.Minute), false), true},
+		{"own closed epoch: a tripped mirror waits for its opening", mir(O, 2, t1, false), store.Status{Epoch: 2}, t0, t0, mir(O, 2, t1, false), false},
+		{"own closed epoch: half-open after a local opening the store never saw", mir(H, 2, time.Time{}, false), store.Status{Epoch: 2}, t0, t0, mir(C, 2, time.Time{}, false), true},
+		{"own closed epoch: closed stays closed", mir(C, 2, time.Time{}, false), store.Status{Epoch: 2}, t0, t0, mir(C, 2, time.Time{}, false), false},
+		{"own epoch: an open period within tolerance", mir(O, 3, t0.Add(10*time.Second), false), store.Status{Epoch: 3, Open: 10*time.Second + 20*time.Millisecond}, t0, t0, mir(O, 3, t0.Add(10*time.Second), false), false},
+		{"own epoch: an open period corrected", mir(O, 3, t0.Add(10*time.Second), false), store.Status{Epoch: 3, Open: 7 * time.Second}, t0, t0, mir(O, 3, t0.Add(7*time.Second), false), true},
+		{"own epoch: still open in the store while half-open here", mir(H, 3, time.Time{}, false), store.Status{Epoch: 3, Open: time.Second}, t0, t0, mir(O, 3, t1, false), true},
+		{"own epoch: another's lease while half-open", mir(H, 3, time.Time{}, false), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, false), true},
+		{"own epoch: another's lease while still open here", mir(O, 3, t1, false), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(O, 3, t1, false), false},
+		{"own epoch: the holder ignores its own lease", mir(P, 3, t1, true), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, true), false},
+		{"own epoch: another's lease ended without a verdict", mir(P, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
+		{"own epoch: the holder keeps its probe", mir(P, 3, t1, true), store.Status{Epoch: 3}, t0, t0, mir(P, 3, t1, true), false},
+		{"own epoch: open here, period over in the store", mir(O, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(O, 3, t1, false), false},
+		{"a change: opened in a newer epoch", mir(C, 0, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Minute}.Status(), t0, t0, mir(O, 1, t0.Add(time.Minute), false), true},
+		{"a change: the late echo of this process's own opening", mir(H, 1, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Second}.Status(), t0, t1, mir(H, 1, time.Time{}, false), false},
+		{"a change: closed", mir(P, 1, t1, false), store.Change{Kind: store.Closed, Epoch: 2}.Status(), t0, t0, mir(C, 2, time.Time{}, false), true},
+		{"a change: released", mir(P, 1, t1, false), store.Change{Kind: store.Released, Epoch: 1}.Status(), t0, t0, mir(H, 1, time.Time{}, false), true},
+	}
+	for _, tt := range tests {
+		got, changed := store.Follow(tt.m, tt.st, tt.at, tt.now)
+		if got != tt.want || changed != tt.changed {
+			t.Errorf("%s: Follow(%s, %+v, at %v, now %v) = %s, %v; want %s, %v", tt.name, show(tt.m), tt.st, tt.at.Sub(t0), tt.now.Sub(t0), show(got), changed, show(tt.want), tt.changed)
+		}
+	}
+}
+
+func show(m store.Mirror) string {
+	until := "-"
+	if !m.Until.IsZero() {
+		until = "t0+" + m.Until.Sub(t0).String()
+	}
+	return fmt.Sprintf("{%v epoch %d until %s holder %v}", m.State, m.Epoch, until, m.Holder)
+}
