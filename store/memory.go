@@ -245,7 +245,9 @@ func (m *Memory) Raise(ctx context.Context, name string, epoch uint64) (Status, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.entry(name)
-	b.epoch = max(b.epoch, epoch)
+	if epoch > b.epoch {
+		b.epoch = epoch + (epoch+b.epoch)%2
+	}
 	return b.status(now), nil
 }
 

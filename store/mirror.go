@@ -38,7 +38,8 @@ const Tolerance = 25 * time.Millisecond
 //     closed epoch changes nothing for a mirror closed or open in it (an
 //     open one has tripped and its opening is on its way to the store);
 //     one half-open or probing in it opened on its own while the store was
-//     unreachable, and closes with the fleet.
+//     unreachable, and closes with the fleet. Likewise a mirror closed on
+//     its own in an opened epoch follows the fleet's state.
 //
 // A state whose time is over by now is followed by the state after it:
 // open by half-open, another's probe by half-open.
@@ -77,8 +78,10 @@ func Follow(m Mirror, st Status, at, now time.Time) (Mirror, bool) {
 	case breaker.HalfOpen:
 		// The open period is over in the store and no lease is held.
 		// A mirror still open keeps to its own deadline (it is close);
-		// one probing for another process whose lease ended is not.
-		if m.State != breaker.Probing || m.Holder {
+		// one probing for another process whose lease ended is not, nor
+		// one closed on its own (while the store was unreachable) in an
+		// opened epoch: a probe through the store decides.
+		if m.State != breaker.Probing && m.State != breaker.Closed || m.Holder {
 			return m, false
 		}
 	}

@@ -53,6 +53,8 @@ func TestFollow(t *testing.T) {
 		{"own epoch: the holder ignores its own lease", mir(P, 3, t1, true), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, true), false},
 		{"own epoch: another's lease ended without a verdict", mir(P, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
 		{"own epoch: the holder keeps its probe", mir(P, 3, t1, true), store.Status{Epoch: 3}, t0, t0, mir(P, 3, t1, true), false},
+		{"own epoch: closed on its own while the store was away", mir(C, 3, time.Time{}, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
+		{"own epoch: closed on its own, the fleet still open", mir(C, 3, time.Time{}, false), store.Status{Epoch: 3, Open: time.Second}, t0, t0, mir(O, 3, t1, false), true},
 		{"own epoch: open here, period over in the store", mir(O, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(O, 3, t1, false), false},
 		{"a change: opened in a newer epoch", mir(C, 0, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Minute}.Status(), t0, t0, mir(O, 1, t0.Add(time.Minute), false), true},
 		{"a change: the late echo of this process's own opening", mir(H, 1, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Second}.Status(), t0, t1, mir(H, 1, time.Time{}, false), false},
