@@ -56,6 +56,7 @@ type sharing struct {
 	failures atomic.Int64  // window: the failures in the window, as the store last counted them
 	lease    atomic.Int64  // the next probe's lease, decided by Recover when the breaker opened
 	epoch    atomic.Uint64 // the store's epoch the breaker's state follows
+	epochAt  atomic.Uint64 // the hub's status calls started when epoch last changed
 	probe    atomic.Pointer[heldLease]
 	down     atomic.Bool // the store could not be reached: the fallback is in effect; set by the loop once it applies
 	losing   atomic.Bool // a failed store call was reported to the loop, which has yet to apply the fallback
@@ -109,7 +110,6 @@ const (
 	msgOpened                           // the result of Open for the breaker's trip
 	msgResolved                         // the result of Resolve
 	msgFailed                           // a caller's store call failed
-	msgRaised                           // the result of Raise
 )
 
 func isComparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
@@ -393,7 +393,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		b.followStore(v.Status, at, false)
 	case sh.policy.Trips(v):
 		// The trip belongs to the closed epoch the store counted in.
-		sh.epoch.Store(max(sh.epoch.Load(), v.Epoch))
+		sh.raiseEpoch(v.Epoch)
 		b.trip(t.Gen, o, cause)
 	}
 }
@@ -472,7 +472,7 @@ func (b *Breaker) resolveFirst(t machine.Ticket, o classify.Outcome) (*heldLease
 	case err != nil:
 		b.storeFailed(err)
 	case applied:
-		sh.epoch.Store(max(sh.epoch.Load(), st.Epoch))
+		sh.raiseEpoch(st.Epoch)
 	default:
 		return nil, classify.Ignore, func() { b.followStore(st, at, false) }
 	}
@@ -486,6 +486,22 @@ func (sh *sharing) leaseOf(gen uint64) *heldLease {
 		return l
 	}
 	return nil
+}
+
+// raiseEpoch moves the breaker's epoch up to e, noting which status calls
+// had started by then: a later one that finds the store below is no late
+// answer, and means the store lost its data.
+func (sh *sharing) raiseEpoch(e uint64) {
+	for {
+		cur := sh.epoch.Load()
+		if e <= cur {
+			return
+		}
+		if sh.epoch.CompareAndSwap(cur, e) {
+			sh.epochAt.Store(sh.hub.asked.Load())
+			return
+		}
+	}
 }
 
 // resetShared closes a shared breaker in the store, for every process, as
@@ -505,7 +521,7 @@ func (b *Breaker) resetShared() {
 		return
 	}
 	sh.probe.Store(nil)
-	sh.epoch.Store(max(sh.epoch.Load(), st.Epoch))
+	sh.raiseEpoch(st.Epoch)
 }
 
 // storeFailed switches the breaker's store to its fallback.
@@ -583,18 +599,13 @@ func (m *Manager) handleStore(msg storeMsg) {
 			if i >= len(msg.statuses) || b.sharing.down.Load() {
 				continue
 			}
-			st := msg.statuses[i]
-			if e := b.sharing.epoch.Load(); st.Epoch < e {
-				// The store is behind what this process knows: it lost
-				// its data, or the answer is late. Give it the epoch
-				// back (a late answer makes that a no-op); the answer
-				// is followed like any other.
-				h, name := b.sharing.hub, b.Name()
-				m.goStore(h, func(ctx context.Context) storeMsg {
-					st, err := h.st.Raise(ctx, name, e)
-					return storeMsg{b: b, kind: msgRaised, status: st, err: err}
-				})
-				continue
+			st, sh := msg.statuses[i], b.sharing
+			if st.Epoch < sh.epoch.Load() && msg.seq > sh.epochAt.Load() {
+				// The store is below what this process knows, in an
+				// answer asked for after that: the store lost its data
+				// (a restart, FLUSHALL). Its numbering is the fleet's
+				// from now on.
+				sh.epoch.Store(st.Epoch)
 			}
 			b.followStore(st, msg.at, true)
 		}
@@ -604,14 +615,6 @@ func (m *Manager) handleStore(msg storeMsg) {
 			return
 		}
 		b.followStore(msg.change.Status(), msg.at, true)
-	case msgRaised:
-		if msg.err != nil {
-			m.storeDown(h, msg.b, msg.err)
-			return
-		}
-		if !msg.b.sharing.down.Load() {
-			msg.b.followStore(msg.status, msg.at, true)
-		}
 	case msgOpened, msgResolved:
 		b := msg.b
 		switch {
@@ -621,7 +624,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		case msg.won:
 			// This process's opening or verdict stands: its state is
 			// the fleet's, in the new epoch.
-			b.sharing.epoch.Store(max(b.sharing.epoch.Load(), msg.status.Epoch))
+			b.sharing.raiseEpoch(msg.status.Epoch)
 		default:
 			// Another process opened first, or the verdict was stale:
 			// follow what stands.
@@ -659,7 +662,7 @@ func (b *Breaker) followStore(st store.Status, at time.Time, onLoop bool) {
 		return
 	}
 	if next.Epoch > cur.Epoch {
-		sh.epoch.Store(next.Epoch)
+		sh.raiseEpoch(next.Epoch)
 		if held != nil {
 			// A new epoch ends the lease this process held.
 			sh.probe.CompareAndSwap(held, nil)

@@ -236,21 +236,6 @@ func (m *Memory) Reset(ctx context.Context, name string) (Status, error) {
 	return b.status(now), nil
 }
 
-// Raise implements Store.
-func (m *Memory) Raise(ctx context.Context, name string, epoch uint64) (Status, error) {
-	if err := ctx.Err(); err != nil {
-		return Status{}, err
-	}
-	now := m.clk.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := m.entry(name)
-	if epoch > b.epoch {
-		b.epoch = epoch + (epoch+b.epoch)%2
-	}
-	return b.status(now), nil
-}
-
 // Status implements Store.
 func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
 	if err := ctx.Err(); err != nil {

@@ -79,13 +79,6 @@ type Store interface {
 	// decided before the reset cannot open the breaker afterwards). It
 	// returns the status after the call.
 	Reset(ctx context.Context, name string) (Status, error)
-	// Raise moves the breaker's epoch up to epoch, or to epoch+1 where
-	// that keeps the store's parity (its opened or closed state), if the
-	// store's is below it, changing nothing else: a process that sees the
-	// store behind what it knows (the store lost its data) gives it a
-	// numbering above that history, so that the fleet's decisions are
-	// fenced against it again. It returns the status after the call.
-	Raise(ctx context.Context, name string, epoch uint64) (Status, error)
 	// Status returns the shared status of each of names, in order.
 	Status(ctx context.Context, names []string) ([]Status, error)
 	// Watch calls fn with every change any process makes, in order, until

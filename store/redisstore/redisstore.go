@@ -315,23 +315,6 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	return store.Status{Epoch: uint64(max(e, 0))}, nil
 }
 
-// Raise implements store.Store.
-func (s *Store) Raise(ctx context.Context, name string, epoch uint64) (store.Status, error) {
-	if s.err != nil {
-		return store.Status{}, s.err
-	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
-	r, err := raiseScript.Run(ctx, s.client, keys, epoch).Result()
-	if err != nil {
-		return store.Status{}, wrap("raise the epoch of", name, err)
-	}
-	v, err := ints(r, 3)
-	if err != nil {
-		return store.Status{}, err
-	}
-	return status(v), nil
-}
-
 // Status implements store.Store. It sends one pipeline; a Cluster client
 // splits it by node.
 func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, error) {

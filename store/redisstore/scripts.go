@@ -159,18 +159,3 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 redis.call('PUBLISH', ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
 return e
 `)
-
-// raiseScript moves the epoch up to the caller's, or one above where that
-// keeps the store's parity, if it is below it.
-//
-// KEYS: open, probe, epoch. ARGV: epoch.
-// Returns {epoch, open_pttl, probe_pttl}.
-var raiseScript = redis.NewScript(`
-local e = tonumber(redis.call('GET', KEYS[3]) or '0')
-local c = tonumber(ARGV[1])
-if c > e then
-  e = c + (c + e) % 2
-  redis.call('SET', KEYS[3], e)
-end
-return {e, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
-`)

@@ -346,19 +346,6 @@ func epochs(t *testing.T, h Harness) {
 	if st, err := lost.Reset(ctx(t), "svc"); err != nil || st.Epoch != 10 {
 		t.Fatalf("Reset of a closed breaker: %+v, %v; want the next closed epoch, 10", st, err)
 	}
-	// Raise gives a store that lost its data a numbering above what its
-	// caller knows, keeping its state (the epoch's parity), and only
-	// raises.
-	fresh := h.New(t)
-	if st, err := fresh.Raise(ctx(t), "svc", 9); err != nil || st.Epoch != 10 {
-		t.Fatalf("Raise of a closed breaker to 9: %+v, %v; want closed in epoch 10", st, err)
-	}
-	if st, err := fresh.Raise(ctx(t), "svc", 12); err != nil || st.Epoch != 12 {
-		t.Fatalf("Raise to 12: %+v, %v", st, err)
-	}
-	if st, err := fresh.Raise(ctx(t), "svc", 4); err != nil || st.Epoch != 12 {
-		t.Fatalf("Raise to 4 after 12: %+v, %v; want 12 kept", st, err)
-	}
 }
 
 func window(t *testing.T, h Harness) {
