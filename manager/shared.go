@@ -336,7 +336,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 	var (
 		v   store.Verdict
 		err error
-		at  = b.mgr.clk.Now()
+		at  time.Time // when the store call was made: a healthy call reads no clock
 	)
 	switch {
 	case o == classify.Failure:
@@ -344,6 +344,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		if sh.pending != nil {
 			succ = sh.pending.take(sh.policy.Bucket(now))
 		}
+		at = b.mgr.clk.Now()
 		ctx, cancel := b.mgr.storeCtx(context.Background())
 		v, err = sh.hub.st.RecordFailure(ctx, b.Name(), sh.policy, succ)
 		cancel()
@@ -361,6 +362,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		if !localTrip && !sh.mayTrip(idx) {
 			return
 		}
+		at = b.mgr.clk.Now()
 		ctx, cancel := b.mgr.storeCtx(context.Background())
 		v, err = sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, sh.pending.take(idx))
 		cancel()
