@@ -26,6 +26,7 @@ type watched struct {
 	store.Store
 	calls    atomic.Int64
 	cut      atomic.Bool
+	watching atomic.Bool // a watch subscribed, which cutting the store does not end
 	mu       sync.Mutex
 	verdicts []int64
 }
@@ -89,7 +90,7 @@ func (w *watched) Watch(ctx context.Context, ready func(), fn func(store.Change)
 	if w.cut.Load() {
 		return errCut
 	}
-	return w.Store.Watch(ctx, ready, fn)
+	return w.Store.Watch(ctx, func() { w.watching.Store(true); ready() }, fn)
 }
 
 // fleet starts n managers on one mock clock, each with a breaker "svc"
@@ -361,6 +362,10 @@ func TestSharedFallbackLocal(t *testing.T) {
 	events, cancel := m.Subscribe(64)
 	defer cancel()
 	b := register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Store: st, Recover: recover.BasicTimeout{Open: time.Minute}})
+	// The watch subscribes first: one that started while the store is cut
+	// would fail, wait for the mock clock to try again, and take the store
+	// down again after the resync below found it back.
+	eventually(t, "the watch subscribed", st.watching.Load)
 
 	st.cut.Store(true)
 	fail(t, b, 1) // the store call fails: the fallback takes over
