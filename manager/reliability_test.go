@@ -46,9 +46,6 @@ func runLength(t testing.TB, short, long time.Duration) time.Duration {
 	}
 }
 
-// isLong reports whether FUSEBOX_LONG asks for the long runs.
-func isLong() bool { v := os.Getenv(LongEnv); return v != "" && v != "0" }
-
 // loadSpec is one breaker of a load test and what may be checked of it.
 type loadSpec struct {
 	name string
