@@ -31,4 +31,3 @@ func BenchmarkStatus10000(b *testing.B) {
 		b.ReportMetric(float64(n), "bytes/op")
 	}
 }
-

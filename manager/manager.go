@@ -297,7 +297,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if b.sharing != nil {
 		// Start in the fleet's state: a replica joining an open fleet
 		// must not call the service in the meantime.
-		ctx, cancel := m.storeCtx(nil)
+		ctx, cancel := m.storeCtx(context.Background())
 		req.sharedAt = m.clk.Now()
 		st, err := b.sharing.st.Status(ctx, []string{name})
 		cancel()

@@ -129,12 +129,6 @@ func newPathChecker() *pathChecker {
 	return &pathChecker{last: map[string]pathPos{}, edges: map[pathEdge]int{}, byName: map[pathKey]int{}}
 }
 
-// start says where breaker name is when its events begin; without it a
-// breaker is taken to start closed at generation 1, as Register leaves it.
-func (c *pathChecker) start(name string, s *breaker.Snapshot) {
-	c.last[name] = pathPos{s.State, s.Gen}
-}
-
 // feed checks the next event.
 func (c *pathChecker) feed(e manager.Event) error {
 	c.events++

@@ -302,9 +302,6 @@ func newToken() string {
 
 // storeCtx returns a context for a store call made on a caller's goroutine.
 func (m *Manager) storeCtx(parent context.Context) (context.Context, context.CancelFunc) {
-	if parent == nil {
-		parent = context.Background()
-	}
 	return context.WithTimeout(parent, m.storeTimeout)
 }
 

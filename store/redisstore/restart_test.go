@@ -71,9 +71,9 @@ func (l *tailLog) String() string {
 
 // sharedUnderLoad is what the callers of one breaker counted.
 type sharedUnderLoad struct {
-	b                                      *manager.Breaker
-	attempts, inflight                     atomic.Int64
-	successes, failures, ignored, declined atomic.Int64
+	b                             *manager.Breaker
+	attempts, inflight            atomic.Int64
+	successes, failures, declined atomic.Int64
 }
 
 // restartTestSpecs are the shared breakers of each replica.
