@@ -14,6 +14,7 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
+	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"github.com/fusebox-go/fusebox/recover"
 	"github.com/fusebox-go/fusebox/store"
 )
@@ -119,7 +120,7 @@ func newSharing(name string, cfg Config) (*sharing, error) {
 	if !isComparable(cfg.Store) {
 		return nil, registerError(name, "Store", fmt.Errorf("%T is not comparable; pass a pointer", cfg.Store))
 	}
-	p, err := store.PolicyOf(cfg.Strategy)
+	p, err := sharepolicy.Of(cfg.Strategy)
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}

@@ -143,33 +143,9 @@ type Shareable interface {
 	SharedPolicy() (Policy, error)
 }
 
-// ErrNotShareable is matched by the error PolicyOf returns for a strategy no
-// store can evaluate.
+// ErrNotShareable is matched by the error Register returns for a shared
+// breaker whose strategy no store can evaluate.
 var ErrNotShareable = errors.New("fusebox: strategy cannot be shared through a store")
-
-// PolicyOf returns the shared policy of a strategy: breaker.Consecutive and
-// breaker.TimeWindow can be shared, and any strategy implementing
-// Shareable. breaker.FailureRate cannot: its window of the last N calls
-// would need every call, healthy ones included, to reach the store.
-func PolicyOf(s breaker.Strategy) (Policy, error) {
-	if _, err := s.NewCounter(); err != nil {
-		return Policy{}, err
-	}
-	switch s := s.(type) {
-	case breaker.Consecutive:
-		return Policy{Failures: s.Failures}, nil
-	case breaker.TimeWindow:
-		if w := s.BucketWidth(); w%time.Millisecond != 0 {
-			return Policy{}, breaker.Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); a shared breaker needs buckets of whole milliseconds, the unit the stores count time in", w, s.Period, s.BucketCount())
-		}
-		return Policy{Rate: s.Rate, Period: s.Period, Buckets: s.BucketCount(), MinCalls: s.MinCalls}, nil
-	case Shareable:
-		return s.SharedPolicy()
-	case breaker.FailureRate:
-		return Policy{}, fmt.Errorf("%w: breaker.FailureRate counts the last %d calls, which would take a store round trip for every call; use breaker.TimeWindow or breaker.Consecutive", ErrNotShareable, s.Window)
-	}
-	return Policy{}, fmt.Errorf("%w: %T implements neither a built-in policy nor store.Shareable", ErrNotShareable, s)
-}
 
 // Verdict is a store's answer to reported outcomes: the counts, and the
 // breaker's status when they were counted.

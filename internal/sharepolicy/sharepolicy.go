@@ -1,0 +1,36 @@
+// Package sharepolicy turns a breaker's strategy into the policy a store
+// evaluates for it. Only the manager needs it, when it registers a shared
+// breaker.
+package sharepolicy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// Of returns the shared policy of a strategy: breaker.Consecutive and
+// breaker.TimeWindow can be shared, and any strategy implementing
+// Shareable. breaker.FailureRate cannot: its window of the last N calls
+// would need every call, healthy ones included, to reach the store.
+func Of(s breaker.Strategy) (store.Policy, error) {
+	if _, err := s.NewCounter(); err != nil {
+		return store.Policy{}, err
+	}
+	switch s := s.(type) {
+	case breaker.Consecutive:
+		return store.Policy{Failures: s.Failures}, nil
+	case breaker.TimeWindow:
+		if w := s.BucketWidth(); w%time.Millisecond != 0 {
+			return store.Policy{}, breaker.Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); a shared breaker needs buckets of whole milliseconds, the unit the stores count time in", w, s.Period, s.BucketCount())
+		}
+		return store.Policy{Rate: s.Rate, Period: s.Period, Buckets: s.BucketCount(), MinCalls: s.MinCalls}, nil
+	case store.Shareable:
+		return s.SharedPolicy()
+	case breaker.FailureRate:
+		return store.Policy{}, fmt.Errorf("%w: breaker.FailureRate counts the last %d calls, which would take a store round trip for every call; use breaker.TimeWindow or breaker.Consecutive", store.ErrNotShareable, s.Window)
+	}
+	return store.Policy{}, fmt.Errorf("%w: %T implements neither a built-in policy nor store.Shareable", store.ErrNotShareable, s)
+}
