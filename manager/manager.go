@@ -145,6 +145,7 @@ type Manager struct {
 	stopCtx      context.Context // cancelled as the manager stops: ends store calls
 	stopCancel   context.CancelFunc
 	wg           sync.WaitGroup // store goroutines
+	storeCalls   *inflight      // store calls whose results the loop has not received
 
 	mu     sync.RWMutex // guards byName and list, written only by the loop
 	byName map[string]*Breaker
@@ -208,6 +209,7 @@ func newManager(opts Options) *Manager {
 		wake:          make(chan struct{}, 1),
 	}
 	m.stopCtx, m.stopCancel = context.WithCancel(context.Background())
+	m.storeCalls = newInflight()
 	if m.clk == nil {
 		m.clk = clock.New()
 	}
@@ -352,8 +354,29 @@ func (m *Manager) Breakers() []*Breaker {
 // Sync returns once the manager has handled every request and transition
 // sent to it before the call, and every timer due at the clock's current
 // time. With a mock clock, advance the clock and then call Sync: afterwards
-// every state shows what the timers say. After Stop, Sync returns at once.
+// every state shows what the timers say. For shared breakers it also waits
+// for every store call the manager made before it, and for any call their
+// results lead to, and applies their results: on store.NewMemory these end
+// at once, on another store within Options.StoreTimeout. Changes made by
+// other managers reach this one through the store's watch, which Sync does
+// not wait for. After Stop, Sync returns at once.
 func (m *Manager) Sync() {
+	for {
+		m.storeCalls.wait()
+		m.syncLoop()
+		if !m.storeCalls.busy() {
+			return
+		}
+		select {
+		case <-m.done:
+			return
+		default:
+		}
+	}
+}
+
+// syncLoop is one round trip to the loop for Sync.
+func (m *Manager) syncLoop() {
 	reply := make(chan struct{})
 	select {
 	case m.syncc <- reply:

@@ -164,8 +164,13 @@ func (m *Manager) attach(b *Breaker, st store.Store) {
 // hands its result to the loop.
 func (m *Manager) goStore(h *hub, call func(ctx context.Context) storeMsg) {
 	m.wg.Add(1)
+	m.storeCalls.add()
 	go func() {
 		defer m.wg.Done()
+		// Done once the loop has received the result (or the manager
+		// stopped): the loop handles it before any later request, Sync's
+		// included.
+		defer m.storeCalls.done()
 		ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
 		defer cancel()
 		stop := context.AfterFunc(m.stopCtx, cancel)
