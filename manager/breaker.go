@@ -350,7 +350,19 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // timer ends it (an isolation switch). It returns ErrRemoved once the
 // breaker is removed and ErrStopped once the manager has stopped; forcing a
 // breaker that is already forced open does nothing.
+//
+// A shared breaker (Config.Store) is forced open in the store first, for
+// every process that shares it: one store round trip on the caller's
+// goroutine, bounded by Options.StoreTimeout, after which the other
+// processes follow as they hear of it (a watch message, or their next
+// resync), with an event of cause shared whose snapshot is Forced. Only a
+// Reset, in any of them, lifts it. If the store cannot be reached, only
+// this process's breaker is forced, and it falls back (see
+// Config.Fallback); it forces the fleet once the store answers again.
 func (b *Breaker) ForceOpen() error {
+	if b.sharing != nil {
+		b.forceShared()
+	}
 	step, ok := b.mach.ForceOpen(b.mgr.clk.Now())
 	if ok {
 		b.mgr.notify(b, step)

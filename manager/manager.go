@@ -161,6 +161,7 @@ type Manager struct {
 	faults   []fault // callbacks that panicked; restart before the next request
 	halted   bool
 	hubs     map[store.Store]*hub
+	resyncAt time.Time // when the hubs resync next
 
 	// Supervision.
 	restart       RestartPolicy
@@ -301,7 +302,8 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		// must not call the service in the meantime.
 		ctx, cancel := m.storeCtx(context.Background())
 		req.sharedAt = m.clk.Now()
-		st, err := b.sharing.st.Status(ctx, []string{name})
+		var st []store.Status
+		err := m.guardStore(b.sharing.st, func() (err error) { st, err = b.sharing.st.Status(ctx, []string{name}); return err })
 		cancel()
 		if req.sharedErr = err; err == nil && len(st) == 1 {
 			req.shared = st[0]

@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
@@ -61,6 +59,7 @@ type sharing struct {
 	probe    atomic.Pointer[heldLease]
 	down     atomic.Bool // the store could not be reached: the fallback is in effect; set by the loop once it applies
 	losing   atomic.Bool // a failed store call was reported to the loop, which has yet to apply the fallback
+	forcing  atomic.Bool // forced open while the store was unreachable: the fleet's forcing is on its way, and nothing the store says before it is followed
 	downAt   uint64      // owned by the loop: the hub's status calls started when the fallback applied
 	errors   atomic.Uint64
 }
@@ -70,16 +69,6 @@ type heldLease struct {
 	gen   uint64 // the probing generation
 	token string
 	epoch uint64 // the store's epoch the lease belongs to
-}
-
-// hub connects a manager to one store: every shared breaker of the manager
-// on that store goes through it.
-type hub struct {
-	st       store.Store
-	breakers atomic.Pointer[[]*Breaker] // copy-on-write, written by the loop
-	cancel   context.CancelFunc
-	down     bool          // owned by the loop: the store is unreachable
-	asked    atomic.Uint64 // status calls started, numbered from 1
 }
 
 // storeMsg is a result of the store coming back to the loop.
@@ -101,6 +90,8 @@ type storeMsg struct {
 	// seq numbers a status call among the hub's (hub.asked): only one
 	// started after a breaker fell back is news that its store answers.
 	seq uint64
+	// resync marks the answer to the hub's periodic resync.
+	resync bool
 }
 
 type storeMsgKind uint8
@@ -108,7 +99,7 @@ type storeMsgKind uint8
 const (
 	msgChange   storeMsgKind = iota + 1 // a change seen by the hub's watcher
 	msgStatus                           // a resync's statuses, or its error
-	msgOpened                           // the result of Open for the breaker's trip
+	msgOpened                           // the result of Open for the breaker's trip, or of ForceOpen
 	msgResolved                         // the result of Resolve
 	msgFailed                           // a caller's store call failed
 )
@@ -127,7 +118,7 @@ func newSharing(name string, cfg Config) (*sharing, error) {
 	if cfg.Fallback > store.FailClosed {
 		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
 	}
-	if err := cfg.Store.Check(name); err != nil {
+	if err := checkStore(cfg.Store, name); err != nil {
 		return nil, registerError(name, "Store", err)
 	}
 	sh := &sharing{st: cfg.Store, policy: p, fallback: cfg.Fallback}
@@ -137,32 +128,10 @@ func newSharing(name string, cfg Config) (*sharing, error) {
 	return sh, nil
 }
 
-// attach joins b to the hub of its store, starting the hub if it is the
-// first breaker on that store. It runs on the loop.
-func (m *Manager) attach(b *Breaker, st store.Store) {
-	h := m.hubs[st]
-	if h == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		h = &hub{st: st, cancel: cancel}
-		h.breakers.Store(&[]*Breaker{})
-		m.hubs[st] = h
-		m.wg.Add(2)
-		// The ticker is made here, on the loop, so that a mock clock
-		// advanced right after Register already drives it.
-		go m.watch(ctx, h)
-		go m.resync(ctx, h, m.clk.Ticker(m.resyncEvery))
-	}
-	list := append(append([]*Breaker(nil), *h.breakers.Load()...), b)
-	h.breakers.Store(&list)
-	b.sharing.hub = h
-	if h.down {
-		m.fallBack(b)
-	}
-}
-
 // goStore runs a store call off the loop, with the store deadline, and
-// hands its result to the loop.
-func (m *Manager) goStore(h *hub, call func(ctx context.Context) storeMsg) {
+// hands its result to the loop. A store that panics fails the call: the
+// hub's breakers, or b's alone if b is not nil, fall back.
+func (m *Manager) goStore(h *hub, b *Breaker, call func(ctx context.Context) storeMsg) {
 	m.wg.Add(1)
 	m.storeCalls.add()
 	go func() {
@@ -176,7 +145,10 @@ func (m *Manager) goStore(h *hub, call func(ctx context.Context) storeMsg) {
 		stop := context.AfterFunc(m.stopCtx, cancel)
 		defer stop()
 		at := m.clk.Now()
-		msg := call(ctx)
+		var msg storeMsg
+		if err := m.guardStore(h.st, func() error { msg = call(ctx); return nil }); err != nil {
+			msg = storeMsg{b: b, kind: msgFailed, err: err}
+		}
 		msg.hub = h
 		if msg.at.IsZero() {
 			msg.at = at
@@ -185,88 +157,31 @@ func (m *Manager) goStore(h *hub, call func(ctx context.Context) storeMsg) {
 	}()
 }
 
+// checkStore is st.Check(name), with a panic turned into an error.
+func checkStore(st store.Store, name string) error {
+	var err error
+	if p := guard(func() { err = st.Check(name) }); p != nil {
+		return fmt.Errorf("%T.Check panicked: %v", st, p.value)
+	}
+	return err
+}
+
+// guardStore runs f, a call of store st, and turns a panic into an error:
+// a store's bug makes its breakers fall back, and never reaches a caller
+// or the manager's goroutines.
+func (m *Manager) guardStore(st store.Store, f func() error) error {
+	var err error
+	if p := guard(func() { err = f() }); p != nil {
+		return fmt.Errorf("fusebox: store %T panicked: %v", st, p.value)
+	}
+	return err
+}
+
 func (m *Manager) sendStore(msg storeMsg) {
 	select {
 	case m.storec <- msg:
 	case <-m.stopCtx.Done():
 	}
-}
-
-// watch delivers the store's changes to the loop, resubscribing after a
-// failure with a pause that grows while subscribing keeps failing, and
-// starts small again once a subscription worked.
-func (m *Manager) watch(ctx context.Context, h *hub) {
-	defer m.wg.Done()
-	const firstPause = 50 * time.Millisecond
-	pause := firstPause
-	for {
-		subscribed := false
-		err := h.st.Watch(ctx, func() {
-			subscribed = true
-			// Subscribed: read what changed before, now that nothing
-			// more can be missed.
-			m.goStore(h, func(ctx context.Context) storeMsg { return m.status(ctx, h) })
-		}, func(c store.Change) {
-			m.sendStore(storeMsg{hub: h, kind: msgChange, change: c, at: m.clk.Now()})
-		})
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			err = errors.New("the watch ended")
-		}
-		if subscribed {
-			pause = firstPause
-		}
-		m.sendStore(storeMsg{hub: h, kind: msgFailed, err: fmt.Errorf("watching the store: %w", err)})
-		t := m.clk.Timer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
-}
-
-// resync reads the shared state of every breaker of the hub periodically,
-// and reports successes of window policies not reported yet.
-func (m *Manager) resync(ctx context.Context, h *hub, t *clock.Ticker) {
-	defer m.wg.Done()
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		call, cancel := context.WithTimeout(ctx, m.storeTimeout)
-		for _, b := range *h.breakers.Load() {
-			if b.sharing.policy.Window() && !b.sharing.down.Load() {
-				b.flushSuccesses(call)
-			}
-		}
-		msg := m.status(call, h)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		msg.hub = h
-		m.sendStore(msg)
-	}
-}
-
-// status reads the shared state of every breaker of the hub.
-func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
-	list := *h.breakers.Load()
-	names := make([]string, len(list))
-	for i, b := range list {
-		names[i] = b.Name()
-	}
-	at, seq := m.clk.Now(), h.asked.Add(1)
-	st, err := h.st.Status(ctx, names)
-	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err, at: at, seq: seq}
 }
 
 // flushSuccesses reports the successes of a window policy counted since the
@@ -349,7 +264,7 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		}
 		at = b.mgr.clk.Now()
 		ctx, cancel := b.mgr.storeCtx(context.Background())
-		v, err = sh.hub.st.RecordFailure(ctx, b.Name(), sh.policy, succ)
+		err = b.mgr.guardStore(sh.st, func() (err error) { v, err = sh.st.RecordFailure(ctx, b.Name(), sh.policy, succ); return err })
 		cancel()
 		if err == nil {
 			sh.dirty.Store(true)
@@ -367,14 +282,17 @@ func (b *Breaker) recordShared(c breaker.Counter, t machine.Ticket, o classify.O
 		}
 		at = b.mgr.clk.Now()
 		ctx, cancel := b.mgr.storeCtx(context.Background())
-		v, err = sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, sh.pending.take(idx))
+		err = b.mgr.guardStore(sh.st, func() (err error) {
+			v, err = sh.st.RecordSuccess(ctx, b.Name(), sh.policy, sh.pending.take(idx))
+			return err
+		})
 		cancel()
 	default:
 		if !sh.dirty.Load() || !sh.dirty.CompareAndSwap(true, false) {
 			return
 		}
 		ctx, cancel := b.mgr.storeCtx(context.Background())
-		_, err = sh.hub.st.RecordSuccess(ctx, b.Name(), sh.policy, nil)
+		err = b.mgr.guardStore(sh.st, func() (err error) { _, err = sh.st.RecordSuccess(ctx, b.Name(), sh.policy, nil); return err })
 		cancel()
 		if err != nil {
 			sh.dirty.Store(true)
@@ -426,7 +344,9 @@ func (b *Breaker) acquireShared(ctx context.Context, t machine.Ticket, step mach
 	token, epoch := newToken(), sh.epoch.Load()
 	at := b.mgr.clk.Now()
 	call, cancel := b.mgr.storeCtx(ctx)
-	won, st, err := sh.hub.st.AcquireProbe(call, b.Name(), token, epoch, lease)
+	var won bool
+	var st store.Status
+	err := b.mgr.guardStore(sh.st, func() (err error) { won, st, err = sh.st.AcquireProbe(call, b.Name(), token, epoch, lease); return err })
 	cancel()
 	switch {
 	case err != nil && ctx != nil && ctx.Err() != nil:
@@ -471,7 +391,12 @@ func (b *Breaker) resolveFirst(t machine.Ticket, o classify.Outcome) (*heldLease
 	}
 	at := b.mgr.clk.Now()
 	ctx, cancel := b.mgr.storeCtx(context.Background())
-	st, applied, err := sh.hub.st.Resolve(ctx, b.Name(), l.token, l.epoch, o, 0)
+	var st store.Status
+	var applied bool
+	err := b.mgr.guardStore(sh.st, func() (err error) {
+		st, applied, err = sh.st.Resolve(ctx, b.Name(), l.token, l.epoch, o, 0)
+		return err
+	})
 	cancel()
 	switch {
 	case err != nil:
@@ -519,7 +444,29 @@ func (b *Breaker) resetShared() {
 		return
 	}
 	ctx, cancel := b.mgr.storeCtx(context.Background())
-	st, err := sh.hub.st.Reset(ctx, b.Name())
+	var st store.Status
+	err := b.mgr.guardStore(sh.st, func() (err error) { st, err = sh.st.Reset(ctx, b.Name()); return err })
+	cancel()
+	if err != nil {
+		b.storeFailed(err)
+		return
+	}
+	sh.probe.Store(nil)
+	sh.raiseEpoch(st.Epoch)
+}
+
+// forceShared forces a shared breaker open in the store, for every process,
+// as ForceOpen forces it here: one store round trip on the caller's
+// goroutine, bounded by the store timeout. The fleet moves to a new opened
+// epoch, which ends any lease and fences the verdict of a probe in flight.
+func (b *Breaker) forceShared() {
+	sh := b.sharing
+	if sh.down.Load() {
+		return
+	}
+	ctx, cancel := b.mgr.storeCtx(context.Background())
+	var st store.Status
+	err := b.mgr.guardStore(sh.st, func() (err error) { st, err = sh.st.ForceOpen(ctx, b.Name()); return err })
 	cancel()
 	if err != nil {
 		b.storeFailed(err)
@@ -553,25 +500,26 @@ func (m *Manager) applyShared(b *Breaker, s machine.Step, n note, d time.Duratio
 	}
 	switch {
 	case s.Transition == breaker.Transition{From: breaker.Closed, To: breaker.Open} && s.Cause == breaker.CauseTrip:
-		m.openInStore(b, sh.epoch.Load(), d)
+		m.openInStore(b, sh.epoch.Load(), after(s.At, d))
 	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && n.lease != nil:
 		// A failed probe: the breaker is open here already, and the
 		// lease keeps the fleet from probing until the new period is in
 		// the store.
 		l, o := n.lease, s.Outcome
-		m.goStore(sh.hub, func(ctx context.Context) storeMsg {
+		m.goStore(sh.hub, b, func(ctx context.Context) storeMsg {
 			st, applied, err := sh.hub.st.Resolve(ctx, name, l.token, l.epoch, o, d)
 			return storeMsg{b: b, kind: msgResolved, status: st, won: applied, err: err}
 		})
 	}
 }
 
-// openInStore opens the breaker in the store, for d, from the closed epoch
-// its trip was decided in.
-func (m *Manager) openInStore(b *Breaker, epoch uint64, d time.Duration) {
+// openInStore opens the breaker in the store until until, from the closed
+// epoch its trip was decided in: the fleet's open period ends when the
+// opener's does, however late the call reaches the store.
+func (m *Manager) openInStore(b *Breaker, epoch uint64, until time.Time) {
 	h, name := b.sharing.hub, b.Name()
-	m.goStore(h, func(ctx context.Context) storeMsg {
-		st, won, err := h.st.Open(ctx, name, epoch, d)
+	m.goStore(h, b, func(ctx context.Context) storeMsg {
+		st, won, err := h.st.Open(ctx, name, epoch, max(until.Sub(m.clk.Now()), 0))
 		return storeMsg{b: b, kind: msgOpened, status: st, won: won, err: err}
 	})
 }
@@ -593,8 +541,14 @@ func (m *Manager) handleStore(msg storeMsg) {
 	h := msg.hub
 	switch msg.kind {
 	case msgFailed:
+		if msg.b == nil {
+			h.resyncing = false
+		}
 		m.storeDown(h, msg.b, msg.err)
 	case msgStatus:
+		if msg.resync {
+			h.resyncing = false
+		}
 		if msg.err != nil {
 			m.storeDown(h, msg.b, msg.err)
 			return
@@ -622,6 +576,7 @@ func (m *Manager) handleStore(msg storeMsg) {
 		b.followStore(msg.change.Status(), msg.at, true)
 	case msgOpened, msgResolved:
 		b := msg.b
+		b.sharing.forcing.Store(false)
 		switch {
 		case msg.err != nil:
 			m.storeDown(h, b, msg.err)
@@ -652,16 +607,16 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 // followStore moves the breaker as store.Follow, the mirror's pure rule,
 // says for status st, asked for at at. On the loop it also corrects the end
 // of the current state's timer; a caller leaves that to the loop's next
-// resync. A forced or halted breaker follows nothing.
+// resync. A halted breaker follows nothing.
 func (b *Breaker) followStore(st store.Status, at time.Time, onLoop bool) {
 	sh := b.sharing
 	s := b.mach.Snapshot()
-	if s.Forced || s.Halted {
+	if s.Halted || sh.forcing.Load() {
 		return
 	}
 	now := b.mgr.clk.Now()
 	held := sh.probe.Load()
-	cur := store.Mirror{State: s.State, Epoch: sh.epoch.Load(), Until: s.Until, Holder: held != nil}
+	cur := store.Mirror{State: s.State, Epoch: sh.epoch.Load(), Until: s.Until, Forced: s.Forced, Holder: held != nil}
 	next, changed := store.Follow(cur, st, at, now)
 	if !changed {
 		return
@@ -677,13 +632,13 @@ func (b *Breaker) followStore(st store.Status, at time.Time, onLoop bool) {
 	if !next.Until.IsZero() {
 		hold = next.Until.Sub(now)
 	}
-	if next.State == s.State {
+	if next.State == s.State && next.Forced == s.Forced {
 		if onLoop && !next.Until.IsZero() && !next.Until.Equal(s.Until) {
 			b.mgr.extend(b, s.Gen, next.Until)
 		}
 		return
 	}
-	step, ok := b.mach.Mirror(next.State, next.Until, now)
+	step, ok := b.mach.Mirror(next.State, next.Until, next.Forced, now)
 	if !ok {
 		return
 	}
@@ -694,10 +649,13 @@ func (b *Breaker) followStore(st store.Status, at time.Time, onLoop bool) {
 	}
 }
 
-// mirror is Breaker.mirror on the loop, for a state that lasts d from
-// from (zero: no timer). A state whose time is already over is not
-// mirrored.
+// mirror moves b to st on the loop, for the fallback, for a state that
+// lasts d from from (zero: no timer). A state whose time is already over is
+// not mirrored, nor is a breaker forced open: only Reset lifts that.
 func (m *Manager) mirror(b *Breaker, st breaker.State, from time.Time, d time.Duration) {
+	if b.mach.Snapshot().Forced {
+		return
+	}
 	now := m.clk.Now()
 	var until time.Time
 	var hold time.Duration
@@ -707,7 +665,7 @@ func (m *Manager) mirror(b *Breaker, st breaker.State, from time.Time, d time.Du
 			return
 		}
 	}
-	if step, ok := b.mach.Mirror(st, until, now); ok {
+	if step, ok := b.mach.Mirror(st, until, false, now); ok {
 		m.handleNote(note{b: b, step: step, hold: hold, held: true})
 	}
 }
@@ -776,10 +734,18 @@ func (m *Manager) storeUp(h *hub, msg storeMsg) {
 		switch {
 		case sh.fallback == store.FailClosed && s.State == breaker.Open && s.Until.IsZero():
 			m.mirror(b, breaker.Closed, time.Time{}, 0)
-		case s.State == breaker.Open && !s.Forced && !s.Until.IsZero():
+		case s.Forced:
+			// Forced open during the outage: force the fleet.
+			sh.forcing.Store(true)
+			name := b.Name()
+			m.goStore(h, b, func(ctx context.Context) storeMsg {
+				st, err := h.st.ForceOpen(ctx, name)
+				return storeMsg{b: b, kind: msgOpened, status: st, won: true, err: err}
+			})
+		case s.State == breaker.Open && !s.Until.IsZero():
 			// Opened locally during the outage: tell the fleet.
-			if left := s.Until.Sub(m.clk.Now()); left > 0 {
-				m.openInStore(b, sh.epoch.Load(), left)
+			if s.Until.After(m.clk.Now()) {
+				m.openInStore(b, sh.epoch.Load(), s.Until)
 			}
 		}
 	}
@@ -798,13 +764,4 @@ func (m *Manager) emitStore(b *Breaker, k EventKind) {
 		c = breaker.CauseStoreRestored
 	}
 	m.publish(b, Event{Kind: k, Name: b.Name(), At: m.clk.Now(), Cause: c, Gen: b.nextGen - 1})
-}
-
-// stopHubs ends every hub and waits for every store goroutine.
-func (m *Manager) stopHubs() {
-	m.stopCancel()
-	for _, h := range m.hubs {
-		h.cancel()
-	}
-	m.wg.Wait()
 }

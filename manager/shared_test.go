@@ -79,6 +79,22 @@ func (w *watched) Resolve(ctx context.Context, name, token string, epoch uint64,
 	return w.Store.Resolve(ctx, name, token, epoch, o, d)
 }
 
+func (w *watched) Reset(ctx context.Context, name string) (store.Status, error) {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return store.Status{}, errCut
+	}
+	return w.Store.Reset(ctx, name)
+}
+
+func (w *watched) ForceOpen(ctx context.Context, name string) (store.Status, error) {
+	w.calls.Add(1)
+	if w.cut.Load() {
+		return store.Status{}, errCut
+	}
+	return w.Store.ForceOpen(ctx, name)
+}
+
 func (w *watched) Status(ctx context.Context, names []string) ([]store.Status, error) {
 	if w.cut.Load() {
 		return nil, errCut
@@ -109,9 +125,25 @@ func fleet(t *testing.T, n int, mock *clock.Mock, st store.Store, cfg manager.Co
 	return ms, bs
 }
 
-// eventually polls cond, with short pauses, until it holds or 5s pass: the
-// store's changes reach the other managers through their watchers'
-// goroutines, which Sync does not wait for.
+// syncAll syncs every manager: on the memory store a change one of them
+// made is applied in every other once that one's Sync returned and then the
+// other's has.
+//
+// It makes two passes: in the first, every store call a manager's loop
+// started (a trip's opening, a probe's failed verdict) completes and its
+// change reaches the other managers; in the second, every manager applies
+// what it heard. Following what it hears starts no store call.
+func syncAll(ms []*manager.Manager) {
+	for range 2 {
+		for _, m := range ms {
+			m.Sync()
+		}
+	}
+}
+
+// eventually polls cond, with short pauses, until it holds or 5s pass: for
+// what happens outside the managers (a trial call the test runs on its own
+// goroutine), never for what a manager does.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -141,7 +173,7 @@ func allIn(bs []*manager.Breaker, st breaker.State) func() bool {
 func TestSharedNoLostCounts(t *testing.T) {
 	mock := clock.NewMock()
 	st := &watched{Store: store.NewMemory(mock)}
-	_, bs := fleet(t, 4, mock, st, manager.Config{
+	ms, bs := fleet(t, 4, mock, st, manager.Config{
 		Strategy: breaker.Consecutive{Failures: 1000},
 		Recover:  recover.BasicTimeout{Open: time.Minute},
 	})
@@ -183,7 +215,8 @@ func TestSharedNoLostCounts(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, len(counts), 1000)
 	assert.LessOrEqual(t, len(counts), 1000+4*50, "after the 1,000th failure only calls already in flight may fail")
-	eventually(t, "every manager is open", allIn(bs, breaker.Open))
+	syncAll(ms)
+	assert.True(t, allIn(bs, breaker.Open)(), "every manager is open")
 }
 
 // Four managers, one goroutine each, call a failing service through a
@@ -235,7 +268,8 @@ func TestSharedOneProbe(t *testing.T) {
 		Recover:  recover.BasicTimeout{Open: time.Second, ProbeTimeout: time.Minute},
 	})
 	fail(t, bs[0], 1)
-	eventually(t, "every manager is open", allIn(bs, breaker.Open))
+	syncAll(ms)
+	require.True(t, allIn(bs, breaker.Open)(), "every manager is open")
 	mock.Add(time.Second)
 	for _, m := range ms {
 		m.Sync()
@@ -280,15 +314,16 @@ func TestSharedOneProbe(t *testing.T) {
 	close(release)
 	probeDone.Wait()
 	assert.Equal(t, int64(1), trials.Load(), "trial calls made by the fleet")
-	eventually(t, "every manager closed after the probe", allIn(bs, breaker.Closed))
+	syncAll(ms)
+	assert.True(t, allIn(bs, breaker.Closed)(), "every manager closed after the probe")
 }
 
 // A call through a healthy shared breaker never reaches the store.
 func TestSharedHealthyCallsStayLocal(t *testing.T) {
 	mock := clock.NewMock()
 	st := &watched{Store: store.NewMemory(mock)}
-	_, bs := fleet(t, 2, mock, st, manager.Config{Strategy: breaker.Consecutive{Failures: 5}})
-	eventually(t, "the first resync of each breaker", func() bool { return true })
+	ms, bs := fleet(t, 2, mock, st, manager.Config{Strategy: breaker.Consecutive{Failures: 5}})
+	syncAll(ms)
 	before := st.calls.Load()
 	for i := range 10_000 {
 		require.NoError(t, bs[i%2].Do(context.Background(), func(context.Context) error { return nil }))
@@ -313,8 +348,8 @@ func TestSharedOpenerDecidesThePeriod(t *testing.T) {
 	t0 := mock.Now()
 	fail(t, bs[0], 1)
 	ms[0].Sync()
-	eventually(t, "the second manager follows", func() bool { return bs2[0].State() == breaker.Open })
 	ms2[0].Sync()
+	require.Equal(t, breaker.Open, bs2[0].State(), "the second manager follows")
 	assert.WithinDuration(t, t0.Add(2*time.Second), bs2[0].Snapshot().Until, 0, "the follower's open period ends when the opener's does")
 	mock.Add(2 * time.Second)
 	ms[0].Sync()
@@ -338,7 +373,7 @@ func TestSharedRefusesUnshareableStrategy(t *testing.T) {
 // TimeWindow is shared too: the rate is over the calls of every process.
 func TestSharedTimeWindow(t *testing.T) {
 	mock := clock.NewMock()
-	_, bs := fleet(t, 2, mock, store.NewMemory(mock), manager.Config{
+	ms, bs := fleet(t, 2, mock, store.NewMemory(mock), manager.Config{
 		Strategy: breaker.TimeWindow{Rate: 0.5, Period: 10 * time.Second, MinCalls: 4},
 		Recover:  recover.BasicTimeout{Open: time.Minute},
 	})
@@ -348,7 +383,8 @@ func TestSharedTimeWindow(t *testing.T) {
 	assert.Equal(t, breaker.Closed, bs[0].State())
 	release(t, bs[1], errBoom) // 4 calls, 2 failures: rate 0.5
 	assert.Equal(t, breaker.Open, bs[1].State(), "the fleet's rate reached 0.5")
-	eventually(t, "the other manager follows", allIn(bs, breaker.Open))
+	syncAll(ms)
+	assert.True(t, allIn(bs, breaker.Open)(), "the other manager follows")
 }
 
 // While the store is unreachable a shared breaker protects its process on
@@ -362,10 +398,11 @@ func TestSharedFallbackLocal(t *testing.T) {
 	events, cancel := m.Subscribe(64)
 	defer cancel()
 	b := register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Store: st, Recover: recover.BasicTimeout{Open: time.Minute}})
-	// The watch subscribes first: one that started while the store is cut
-	// would fail, wait for the mock clock to try again, and take the store
-	// down again after the resync below found it back.
-	eventually(t, "the watch subscribed", st.watching.Load)
+	// Sync returns once the watch has subscribed: one that started while
+	// the store is cut would fail, wait for the mock clock to try again,
+	// and take the store down again after the resync below found it back.
+	m.Sync()
+	require.True(t, st.watching.Load(), "the watch subscribed")
 
 	st.cut.Store(true)
 	fail(t, b, 1) // the store call fails: the fallback takes over
@@ -382,12 +419,11 @@ func TestSharedFallbackLocal(t *testing.T) {
 
 	st.cut.Store(false)
 	mock.Add(time.Second) // the next resync finds the store again
-	eventually(t, "the store is back", func() bool { return !b.Stats().StoreDown })
-	eventually(t, "the local opening reached the store", func() bool {
-		s, err := st.Status(context.Background(), []string{"svc"})
-		return err == nil && s[0].Open > 0
-	})
 	m.Sync()
+	require.False(t, b.Stats().StoreDown, "the store is back")
+	s, err := st.Status(context.Background(), []string{"svc"})
+	require.NoError(t, err)
+	require.Positive(t, s[0].Open, "the local opening reached the store")
 	ev = <-events
 	assert.Equal(t, manager.EventStoreRestored, ev.Kind)
 	assert.Zero(t, ev.Transition, "regaining the store is not a transition")
@@ -409,6 +445,7 @@ func TestSharedFailOpenAndFailClosed(t *testing.T) {
 			m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Second})
 			t.Cleanup(m.Stop)
 			b := register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Store: st, Fallback: tc.fallback})
+			m.Sync() // the watch subscribed before the store is cut
 			st.cut.Store(true)
 			p, err := b.Acquire(context.Background())
 			require.NoError(t, err)
@@ -427,8 +464,8 @@ func TestSharedFailOpenAndFailClosed(t *testing.T) {
 			assert.Equal(t, tc.want, b.State())
 			st.cut.Store(false)
 			mock.Add(time.Second)
-			eventually(t, "the store is back", func() bool { return !b.Stats().StoreDown })
 			m.Sync()
+			require.False(t, b.Stats().StoreDown, "the store is back")
 			assert.Equal(t, breaker.Closed, b.State(), "the breaker follows the store again")
 		})
 	}

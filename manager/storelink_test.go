@@ -54,11 +54,10 @@ func TestSharedStoreErrorIsTheBreakersOwn(t *testing.T) {
 	assert.Zero(t, good.Stats().StoreErrors)
 	fail(t, good, 2)
 	require.Equal(t, breaker.Open, good.State())
-	eventually(t, "the healthy breaker's opening reaches the store", func() bool {
-		s, err := st.Status(context.Background(), []string{"good"})
-		return err == nil && s[0].Open > 0
-	})
 	m.Sync()
+	s, err := st.Status(context.Background(), []string{"good"})
+	require.NoError(t, err)
+	require.Positive(t, s[0].Open, "the healthy breaker's opening reached the store")
 
 	var kinds []manager.EventKind
 	for _, e := range drain(events) {

@@ -87,8 +87,10 @@ var endOfTime = time.Unix(1<<63-1-unixToInternal, 999_999_999)
 // 1 of year 1) to the Unix epoch.
 const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
 
-// runDue expires every deadline due at now.
+// runDue expires every deadline due at now, and starts the hubs' resync
+// when it is due.
 func (m *Manager) runDue() {
+	m.resyncDue()
 	if len(m.timers) == 0 {
 		return
 	}
@@ -104,16 +106,27 @@ func (m *Manager) runDue() {
 	}
 }
 
-// arm sets the clock timer for the earliest deadline.
+// arm sets the clock timer for the earliest deadline, the hubs' resync
+// included.
 func (m *Manager) arm() {
-	if len(m.timers) == 0 {
+	var next time.Time
+	switch {
+	case len(m.timers) > 0 && len(m.hubs) > 0:
+		next = m.timers[0].at
+		if m.resyncAt.Before(next) {
+			next = m.resyncAt
+		}
+	case len(m.timers) > 0:
+		next = m.timers[0].at
+	case len(m.hubs) > 0:
+		next = m.resyncAt
+	default:
 		if m.armed {
 			m.stopTimer()
 			m.armed = false
 		}
 		return
 	}
-	next := m.timers[0].at
 	if m.armed && next.Equal(m.armedAt) {
 		return
 	}

@@ -30,16 +30,13 @@ type memBreaker struct {
 	openTo     time.Time
 	probe      string
 	probeTo    time.Time
+	forced     bool // forced open until a Reset
 	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
 }
 
 type memWatcher struct {
-	ch chan Change
+	fn func(Change)
 }
-
-// watchBuffer is how many changes a slow watcher may fall behind before it
-// misses some (the managers' periodic resync repairs that).
-const watchBuffer = 1024
 
 // NewMemory returns an empty Memory store timed by clk; nil means the real
 // clock.
@@ -67,7 +64,8 @@ func remaining(until, now time.Time) time.Duration {
 }
 
 func (b *memBreaker) status(now time.Time) Status {
-	return Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now)}
+	forced := b.forced && b.epoch%2 == 1
+	return Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now), Forced: forced}
 }
 
 // window adds failures to the current bucket of p, and successes by age
@@ -164,7 +162,7 @@ func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period tim
 	}
 	b.epoch = epoch + 1
 	b.openTo = now.Add(period)
-	b.probe, b.probeTo = "", time.Time{}
+	b.probe, b.probeTo, b.forced = "", time.Time{}, false
 	m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: period})
 	return b.status(now), true, nil
 }
@@ -182,11 +180,11 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uin
 		// The store lost its data: take the caller's epoch, and hold the
 		// fleet off for one lease, so that a probe in flight from before
 		// the loss ends before another starts.
-		b.epoch, b.openTo, b.probe, b.probeTo = epoch, now.Add(lease), "", time.Time{}
+		b.epoch, b.openTo, b.probe, b.probeTo, b.forced = epoch, now.Add(lease), "", time.Time{}, false
 		return false, b.status(now), nil
 	}
 	st := b.status(now)
-	if epoch != b.epoch || !st.Opened() || st.Open > 0 || st.Probe > 0 {
+	if epoch != b.epoch || !st.Opened() || st.Open > 0 || st.Probe > 0 || st.Forced {
 		return false, st, nil
 	}
 	b.probe, b.probeTo = token, now.Add(lease)
@@ -231,8 +229,26 @@ func (m *Memory) Reset(ctx context.Context, name string) (Status, error) {
 	defer m.mu.Unlock()
 	b := m.entry(name)
 	b.epoch += 2 - b.epoch%2
-	b.openTo, b.probe, b.probeTo, b.failures, b.buckets = time.Time{}, "", time.Time{}, 0, nil
+	b.openTo, b.probe, b.probeTo, b.failures, b.buckets, b.forced = time.Time{}, "", time.Time{}, 0, nil, false
 	m.publish(Change{Name: name, Kind: Reset, Epoch: b.epoch})
+	return b.status(now), nil
+}
+
+// ForceOpen implements Store.
+func (m *Memory) ForceOpen(ctx context.Context, name string) (Status, error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
+	now := m.clk.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.entry(name)
+	if b.forced && b.epoch%2 == 1 {
+		return b.status(now), nil
+	}
+	b.epoch += 1 + b.epoch%2
+	b.openTo, b.probe, b.probeTo, b.forced = time.Time{}, "", time.Time{}, true
+	m.publish(Change{Name: name, Kind: Forced, Epoch: b.epoch})
 	return b.status(now), nil
 }
 
@@ -256,35 +272,27 @@ func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
 // Check implements Store: a Memory holds any name.
 func (m *Memory) Check(name string) error { return nil }
 
-// Watch implements Store.
+// Watch implements Store. Memory calls fn on the goroutine of the call
+// that made the change, before that call returns, with the store's lock
+// held: fn must not call the store. So a manager's Sync after a change sees
+// it applied in every manager on the store (see manager.Manager.Sync).
 func (m *Memory) Watch(ctx context.Context, ready func(), fn func(Change)) error {
-	w := &memWatcher{ch: make(chan Change, watchBuffer)}
+	w := &memWatcher{fn: fn}
 	m.mu.Lock()
 	m.watchers[w] = struct{}{}
 	m.mu.Unlock()
 	ready()
-	defer func() {
-		m.mu.Lock()
-		delete(m.watchers, w)
-		m.mu.Unlock()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case c := <-w.ch:
-			fn(c)
-		}
-	}
+	<-ctx.Done()
+	m.mu.Lock()
+	delete(m.watchers, w)
+	m.mu.Unlock()
+	return nil
 }
 
-// publish hands c to every watcher; m.mu is held. A watcher whose buffer is
-// full misses c.
+// publish hands c to every watcher, in the order of the changes: m.mu is
+// held.
 func (m *Memory) publish(c Change) {
 	for w := range m.watchers {
-		select {
-		case w.ch <- c:
-		default:
-		}
+		w.fn(c)
 	}
 }

@@ -7,12 +7,13 @@ import (
 )
 
 // Mirror is what a process knows of a shared breaker: the state its local
-// copy is in, the epoch that state belongs to, when its timer ends, and
-// whether this process holds the probe lease.
+// copy is in, the epoch that state belongs to, when its timer ends, whether
+// it is forced open, and whether this process holds the probe lease.
 type Mirror struct {
 	State  breaker.State
 	Epoch  uint64
 	Until  time.Time // the end of the state's timer; zero: none
+	Forced bool      // forced open until a Reset (State is Open)
 	Holder bool      // this process holds the probe lease of Epoch
 }
 
@@ -40,6 +41,10 @@ const Tolerance = 25 * time.Millisecond
 //     one half-open or probing in it opened on its own while the store was
 //     unreachable, and closes with the fleet. Likewise a mirror closed on
 //     its own in an opened epoch follows the fleet's state.
+//   - A forced opening (ForceOpen) is followed at once, whatever the
+//     mirror's state; only a newer epoch (a Reset) lifts a forced mirror,
+//     which so keeps a forcing of its own (made while the store was
+//     unreachable) until the fleet moves on.
 //
 // A state whose time is over by now is followed by the state after it:
 // open by half-open, another's probe by half-open.
@@ -49,6 +54,8 @@ func Follow(m Mirror, st Status, at, now time.Time) (Mirror, bool) {
 		return m, false
 	case st.Epoch > m.Epoch:
 		return moved(m, fleet(st, at, now), true)
+	case m.Forced:
+		return m, false
 	case !st.Opened():
 		// A mirror open in its own closed epoch tripped, and its opening
 		// is on its way to the store. Past open, none is coming (it
@@ -62,6 +69,9 @@ func Follow(m Mirror, st Status, at, now time.Time) (Mirror, bool) {
 	want := fleet(st, at, now)
 	switch want.State {
 	case breaker.Open:
+		if want.Forced {
+			break
+		}
 		if m.State == breaker.Open && m.Until.Sub(want.Until).Abs() <= Tolerance {
 			return m, false
 		}
@@ -94,6 +104,8 @@ func fleet(st Status, at, now time.Time) Mirror {
 	switch {
 	case !st.Opened():
 		f.State = breaker.Closed
+	case st.Forced:
+		f.State, f.Forced = breaker.Open, true
 	case st.Open > 0 && at.Add(st.Open).After(now):
 		f.State, f.Until = breaker.Open, at.Add(st.Open)
 	case st.Probe > 0 && at.Add(st.Probe).After(now):

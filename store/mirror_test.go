@@ -25,6 +25,10 @@ func mir(st breaker.State, epoch uint64, until time.Time, holder bool) store.Mir
 	return store.Mirror{State: st, Epoch: epoch, Until: until, Holder: holder}
 }
 
+func forced(epoch uint64) store.Mirror {
+	return store.Mirror{State: O, Epoch: epoch, Forced: true}
+}
+
 func TestFollow(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -56,6 +60,14 @@ func TestFollow(t *testing.T) {
 		{"own epoch: closed on its own while the store was away", mir(C, 3, time.Time{}, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
 		{"own epoch: closed on its own, the fleet still open", mir(C, 3, time.Time{}, false), store.Status{Epoch: 3, Open: time.Second}, t0, t0, mir(O, 3, t1, false), true},
 		{"own epoch: open here, period over in the store", mir(O, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(O, 3, t1, false), false},
+		{"a forced opening in a newer epoch is followed from any state", mir(P, 3, t1, true), store.Status{Epoch: 5, Forced: true}, t0, t0, forced(5), true},
+		{"a forced opening in the mirror's own epoch is followed", mir(H, 3, time.Time{}, false), store.Status{Epoch: 3, Forced: true}, t0, t0, forced(3), true},
+		{"a forced mirror ignores its own epoch's status", forced(3), store.Status{Epoch: 3, Forced: true}, t0, t1, forced(3), false},
+		{"a mirror forced on its own keeps to it in its epoch", forced(2), store.Status{Epoch: 2}, t0, t0, forced(2), false},
+		{"a mirror forced on its own ignores an opened status of its epoch", forced(3), store.Status{Epoch: 3, Open: time.Second}, t0, t0, forced(3), false},
+		{"a reset lifts a forced mirror", forced(5), store.Status{Epoch: 6}, t0, t0, mir(C, 6, time.Time{}, false), true},
+		{"a change: forced", mir(C, 2, time.Time{}, false), store.Change{Kind: store.Forced, Epoch: 3}.Status(), t0, t0, forced(3), true},
+		{"a forced status does not end with time", mir(C, 2, time.Time{}, false), store.Status{Epoch: 3, Forced: true}, t0, t1.Add(time.Hour), forced(3), true},
 		{"a change: opened in a newer epoch", mir(C, 0, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Minute}.Status(), t0, t0, mir(O, 1, t0.Add(time.Minute), false), true},
 		{"a change: the late echo of this process's own opening", mir(H, 1, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Second}.Status(), t0, t1, mir(H, 1, time.Time{}, false), false},
 		{"a change: closed", mir(P, 1, t1, false), store.Change{Kind: store.Closed, Epoch: 2}.Status(), t0, t0, mir(C, 2, time.Time{}, false), true},

@@ -15,7 +15,8 @@
 //   - the opening (Open), set only if absent, so the first opener's period
 //     stands for everyone;
 //   - the probe: a lease that one process in the fleet wins (AcquireProbe),
-//     and the verdict on it (Resolve), applied only by the lease holder.
+//     and the verdict on it (Resolve), applied only by the lease holder;
+//   - manual control: Reset and ForceOpen act for every process.
 //
 // Time comes from the store: an open period or a lease is a remaining
 // duration that the store counts down, never an instant computed on one
@@ -56,7 +57,9 @@ type Store interface {
 	// epoch; otherwise (another process opened first, or the fleet moved
 	// on) it changes nothing, so the first opener's period stands. It
 	// returns the status after the call and whether this call opened. An
-	// epoch above the store's (the store lost its data) is adopted.
+	// epoch above the store's (the store lost its data) is adopted. A
+	// period of zero (the opener's own period ended before its opening
+	// reached the store) opens the epoch with its period already over.
 	Open(ctx context.Context, name string, epoch uint64, period time.Duration) (Status, bool, error)
 	// AcquireProbe takes the probe lease of the breaker for token, for
 	// lease long, if the breaker is in the opened epoch epoch, its open
@@ -79,6 +82,13 @@ type Store interface {
 	// decided before the reset cannot open the breaker afterwards). It
 	// returns the status after the call.
 	Reset(ctx context.Context, name string) (Status, error)
+	// ForceOpen opens the breaker for every process until Reset, whatever
+	// its state: the epoch moves to the next opened one (from an opened
+	// epoch too, so that a probe in flight and its verdict are fenced), the
+	// probe lease goes, and no period ends the opening: the status reads
+	// Forced until a Reset. Forcing a breaker already forced changes
+	// nothing. It returns the status after the call.
+	ForceOpen(ctx context.Context, name string) (Status, error)
 	// Status returns the shared status of each of names, in order.
 	Status(ctx context.Context, names []string) ([]Status, error)
 	// Watch calls fn with every change any process makes, in order, until
@@ -172,6 +182,9 @@ type Status struct {
 	// Probe is the remaining time of the probe lease; zero when no process
 	// holds it.
 	Probe time.Duration
+	// Forced reports that the breaker was forced open (ForceOpen): it
+	// stays open, with no period and no probe, until a Reset.
+	Forced bool
 }
 
 // Opened reports whether the status's epoch is one of an opened breaker.
@@ -190,13 +203,17 @@ const (
 	Released
 	// Reset: the breaker was closed by Reset, from any state.
 	Reset
+	// Forced: the breaker was forced open by ForceOpen, until a Reset.
+	Forced
 )
 
-// String returns "opened", "closed", "released" or "reset".
+// String returns "opened", "closed", "released", "reset" or "forced".
 func (k ChangeKind) String() string {
 	switch k {
 	case Reset:
 		return "reset"
+	case Forced:
+		return "forced"
 	case Opened:
 		return "opened"
 	case Closed:
@@ -220,7 +237,7 @@ type Change struct {
 // Status returns the change as the status it left the breaker in, for a
 // mirror to follow as it follows a status read.
 func (c Change) Status() Status {
-	return Status{Epoch: c.Epoch, Open: c.Open}
+	return Status{Epoch: c.Epoch, Open: c.Open, Forced: c.Kind == Forced}
 }
 
 // Fallback says what a shared breaker does while its store cannot be

@@ -505,20 +505,25 @@ func (m *Machine) halt(removed bool) bool {
 
 // Mirror moves the breaker to state st at now because the state it shares
 // with other processes says so, with until as the end of its timer (zero if
-// none is known). Unlike the other transitions it may go between any two
-// states, since it follows decisions made elsewhere; it reports false if the
-// breaker is already in st, is forced open, or is halted, and refuses a
-// state that is not one of the four.
-func (m *Machine) Mirror(st breaker.State, until, now time.Time) (Step, bool) {
-	if !st.Valid() {
+// none is known), forced open (st must then be Open) or not. Unlike the
+// other transitions it may go between any two states, since it follows
+// decisions made elsewhere: a fleet's ForceOpen forces it, a fleet's Reset
+// lifts that. It reports false if the breaker is already in st with the
+// same forcing, or is halted, and refuses a state that is not one of the
+// four, or forced for a state other than Open.
+func (m *Machine) Mirror(st breaker.State, until time.Time, forced bool, now time.Time) (Step, bool) {
+	if !st.Valid() || forced && st != breaker.Open {
 		return Step{}, false
+	}
+	if forced {
+		until = time.Time{}
 	}
 	for {
 		s := m.cur.Load()
-		if s.State == st || s.Forced || s.Halted {
+		if s.State == st && s.Forced == forced || s.Halted {
 			return Step{}, false
 		}
-		next := m.snapshot(st, s.Gen+1, now, until, false, false, openedBy(s, st, nil))
+		next := m.snapshot(st, s.Gen+1, now, until, forced, false, openedBy(s, st, nil))
 		if st == breaker.Closed {
 			next.counter = m.newCounter()
 		} else {

@@ -186,9 +186,11 @@ func wrap(op, name string, err error) error {
 	return fmt.Errorf("redisstore: %s %q: %w", op, name, err)
 }
 
-// status reads a script's {epoch, open_pttl, probe_pttl}.
+// status reads a script's {epoch, open_pttl, probe_pttl}. An open marker
+// without expiry (PTTL -1) in an opened epoch is a forced opening.
 func status(v []int64) store.Status {
-	return store.Status{Epoch: uint64(max(v[0], 0)), Open: fromMS(v[1]), Probe: fromMS(v[2])}
+	e := uint64(max(v[0], 0))
+	return store.Status{Epoch: e, Open: fromMS(v[1]), Probe: fromMS(v[2]), Forced: v[1] == -1 && e%2 == 1}
 }
 
 // RecordFailure implements store.Store.
@@ -250,7 +252,7 @@ func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time
 		return store.Status{}, false, s.err
 	}
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
-	r, err := openScript.Run(ctx, s.client, keys, epoch, ms(period), s.channel, name).Result()
+	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), s.channel, name).Result()
 	if err != nil {
 		return store.Status{}, false, wrap("open", name, err)
 	}
@@ -315,6 +317,23 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	return store.Status{Epoch: uint64(max(e, 0))}, nil
 }
 
+// ForceOpen implements store.Store.
+func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error) {
+	if s.err != nil {
+		return store.Status{}, s.err
+	}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	r, err := forceScript.Run(ctx, s.client, keys, s.channel, name).Result()
+	if err != nil {
+		return store.Status{}, wrap("force open", name, err)
+	}
+	v, err := ints(r, 3)
+	if err != nil {
+		return store.Status{}, err
+	}
+	return status(v), nil
+}
+
 // Status implements store.Store. It sends one pipeline; a Cluster client
 // splits it by node.
 func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, error) {
@@ -345,7 +364,7 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], err)
 		}
-		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val())}
+		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1 && e%2 == 1}
 	}
 	return out, nil
 }
@@ -428,6 +447,8 @@ func parseChange(p string) (store.Change, bool) {
 		c.Kind = store.Released
 	case "reset":
 		c.Kind = store.Reset
+	case "forced":
+		c.Kind = store.Forced
 	default:
 		return store.Change{}, false
 	}

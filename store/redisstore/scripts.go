@@ -76,8 +76,10 @@ return {c, f, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KE
 // openScript opens the breaker if it is still in the caller's closed epoch
 // (or the store is behind it), for period, and announces it.
 //
-// KEYS: open, probe, epoch. ARGV: epoch, period_ms, channel, name.
-// Returns {opened, epoch, open_pttl, probe_pttl}.
+// KEYS: open, probe, epoch. ARGV: epoch, period_ms (0: the period is over
+// already), channel, name.
+// Returns {opened, epoch, open_pttl, probe_pttl}. An open_pttl of -1 (a
+// marker without expiry) is a forced opening, in every script's reply.
 var openScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[3]) or '0')
 local c = tonumber(ARGV[1])
@@ -86,14 +88,19 @@ if c % 2 == 1 or c < e or (c == e and e % 2 == 1) then
 end
 e = c + 1
 redis.call('SET', KEYS[3], e)
-redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+if tonumber(ARGV[2]) > 0 then
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+else
+  redis.call('DEL', KEYS[1])
+end
 redis.call('DEL', KEYS[2])
 redis.call('PUBLISH', ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[4])
-return {1, e, tonumber(ARGV[2]), 0}
+return {1, e, redis.call('PTTL', KEYS[1]), 0}
 `)
 
 // probeScript takes the probe lease with SET NX PX, if the breaker is in
-// the caller's opened epoch and its open period is over. A caller ahead of
+// the caller's opened epoch, its open period is over and it is not forced
+// open (an open marker without expiry, PTTL -1). A caller ahead of
 // the store (which lost its data) re-seeds the epoch and holds the fleet
 // open for one lease, so that a probe in flight from before the loss ends
 // before another starts.
@@ -113,7 +120,7 @@ if c > e then
 end
 local o = redis.call('PTTL', KEYS[1])
 local p = redis.call('PTTL', KEYS[2])
-if c < e or e % 2 == 0 or o > 0 or p > 0 then
+if c < e or e % 2 == 0 or o > 0 or o == -1 or p > 0 then
   return {0, e, o, p}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
@@ -158,4 +165,24 @@ redis.call('SET', KEYS[5], e)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 redis.call('PUBLISH', ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
 return e
+`)
+
+// forceScript forces the breaker open until a reset: the epoch moves to the
+// next opened one (from an opened epoch too, which fences a probe in flight),
+// the lease goes, and the open marker is set without expiry. A breaker
+// already forced is left as it is.
+//
+// KEYS: open, probe, epoch. ARGV: channel, name.
+// Returns {epoch, open_pttl, probe_pttl}.
+var forceScript = redis.NewScript(`
+local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+if e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 then
+  return {e, -1, 0}
+end
+e = e + 1 + e % 2
+redis.call('SET', KEYS[3], e)
+redis.call('SET', KEYS[1], 'forced')
+redis.call('DEL', KEYS[2])
+redis.call('PUBLISH', ARGV[1], 'forced|0|' .. e .. '|' .. ARGV[2])
+return {e, -1, 0}
 `)

@@ -47,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("EpochsFenceLateDecisions", func(t *testing.T) { epochs(t, h) })
 	t.Run("WindowPolicy", func(t *testing.T) { window(t, h) })
 	t.Run("WatchDeliversChangesInOrder", func(t *testing.T) { watch(t, h) })
+	t.Run("ForceOpenHoldsUntilReset", func(t *testing.T) { forceOpen(t, h) })
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
 }
 
@@ -454,6 +455,12 @@ func watch(t *testing.T, h Harness) {
 	if _, _, err := s.Resolve(ctx(t), s2, "y", 3, classify.Failure, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.ForceOpen(ctx(t), s2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reset(ctx(t), s2); err != nil {
+		t.Fatal(err)
+	}
 	want := []store.Change{
 		{Name: "svc", Kind: store.Opened, Epoch: 1, Open: time.Hour},
 		{Name: s2, Kind: store.Opened, Epoch: 1, Open: time.Millisecond},
@@ -461,6 +468,8 @@ func watch(t *testing.T, h Harness) {
 		{Name: s2, Kind: store.Closed, Epoch: 2},
 		{Name: s2, Kind: store.Opened, Epoch: 3, Open: time.Millisecond},
 		{Name: s2, Kind: store.Opened, Epoch: 5, Open: 2 * time.Second},
+		{Name: s2, Kind: store.Forced, Epoch: 7},
+		{Name: s2, Kind: store.Reset, Epoch: 8},
 	}
 	next := func() (store.Change, bool) {
 		for {
@@ -483,5 +492,61 @@ func watch(t *testing.T, h Harness) {
 		if c != w {
 			t.Fatalf("change %d: got %+v, want %+v", i, c, w)
 		}
+	}
+}
+
+// forceOpen: ForceOpen moves the breaker to a new opened epoch that no
+// period ends and no probe can take, fences the decisions of the epochs
+// before (an opening, a probe's verdict), and lasts until Reset.
+func forceOpen(t *testing.T, h Harness) {
+	s := h.New(t)
+	const lease = time.Minute
+	st, err := s.ForceOpen(ctx(t), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.Status{Epoch: 1, Forced: true}); st != want {
+		t.Fatalf("ForceOpen from closed: %+v, want %+v", st, want)
+	}
+	if st, err = s.ForceOpen(ctx(t), "f"); err != nil || st.Epoch != 1 || !st.Forced {
+		t.Fatalf("ForceOpen again: %+v, %v; want it unchanged in epoch 1", st, err)
+	}
+	if st, opened, err := s.Open(ctx(t), "f", 0, time.Millisecond); err != nil || opened || !st.Forced {
+		t.Fatalf("Open from the epoch before: opened %v, %+v, %v; want it fenced", opened, st, err)
+	}
+	h.Advance(t, time.Hour) // no period ends a forcing
+	if ok, st, err := s.AcquireProbe(ctx(t), "f", "p", 1, lease); err != nil || ok || !st.Forced {
+		t.Fatalf("AcquireProbe while forced: won %v, %+v, %v; want refused", ok, st, err)
+	}
+	if v, err := s.RecordFailure(ctx(t), "f", consecutive, nil); err != nil || !v.Forced || !v.Opened() {
+		t.Fatalf("RecordFailure while forced: %+v, %v; want the forced status", v, err)
+	}
+	if got := status(t, s, "f"); !got.Forced || got.Epoch != 1 {
+		t.Fatalf("Status while forced: %+v", got)
+	}
+	if st, err = s.Reset(ctx(t), "f"); err != nil || st.Epoch != 2 || st.Forced {
+		t.Fatalf("Reset: %+v, %v; want closed epoch 2", st, err)
+	}
+	if got := status(t, s, "f"); got.Forced || got.Opened() {
+		t.Fatalf("Status after Reset: %+v", got)
+	}
+
+	// Forcing an opened breaker while a probe is out fences the probe.
+	if _, _, err := s.Open(ctx(t), "g", 0, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	h.Advance(t, time.Millisecond)
+	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s, "g").Open == 0 })
+	if ok, _, err := s.AcquireProbe(ctx(t), "g", "p", 1, lease); err != nil || !ok {
+		t.Fatal("AcquireProbe", ok, err)
+	}
+	if st, err = s.ForceOpen(ctx(t), "g"); err != nil || st.Epoch != 3 || !st.Forced || st.Probe != 0 {
+		t.Fatalf("ForceOpen while probing: %+v, %v; want forced in epoch 3 with no lease", st, err)
+	}
+	if st, applied, err := s.Resolve(ctx(t), "g", "p", 1, classify.Success, 0); err != nil || applied || !st.Forced {
+		t.Fatalf("the fenced probe's success: applied %v, %+v, %v; want it stale", applied, st, err)
+	}
+	if got := status(t, s, "g"); !got.Forced || got.Epoch != 3 {
+		t.Fatalf("after the fenced verdict: %+v", got)
 	}
 }

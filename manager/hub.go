@@ -1,0 +1,226 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// A hub connects a manager to one store: every shared breaker of the
+// manager on that store goes through it. It has two goroutines: one runs the
+// store's Watch, the other hands the changes Watch delivers to the loop. The
+// periodic resync is a deadline of the loop, so that a mock clock moved on
+// and then Sync see its result.
+type hub struct {
+	st        store.Store
+	breakers  atomic.Pointer[[]*Breaker] // copy-on-write, written by the loop
+	cancel    context.CancelFunc
+	down      bool          // owned by the loop: the store is unreachable
+	resyncing bool          // owned by the loop: a resync's call is in flight
+	asked     atomic.Uint64 // status calls started, numbered from 1
+	changes   changeQueue
+}
+
+// maxQueuedChanges bounds the changes a hub holds for a loop that is
+// behind: past it, changes are dropped, and the next resync repairs what
+// they would have said.
+const maxQueuedChanges = 4096
+
+// changeQueue holds the changes Watch delivered until the loop takes them.
+// A change counts as a store call in flight (Manager.storeCalls) from the
+// moment it is queued until the loop has received it, so that Sync waits
+// for it: on the memory store, which delivers a change before the call that
+// made it returns, a Sync after that call sees the change applied.
+type changeQueue struct {
+	mu     sync.Mutex
+	list   []storeMsg
+	closed bool
+	wake   chan struct{} // one token: the list is not empty
+}
+
+// push queues msg, counted in f, unless the queue is closed or full. It
+// never blocks: Watch calls it.
+func (q *changeQueue) push(msg storeMsg, f *inflight) {
+	q.mu.Lock()
+	if q.closed || len(q.list) >= maxQueuedChanges {
+		q.mu.Unlock()
+		return
+	}
+	f.add()
+	q.list = append(q.list, msg)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the queued changes, and empties the queue.
+func (q *changeQueue) take() []storeMsg {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.list
+	q.list = nil
+	return list
+}
+
+// close closes the queue and returns how many changes it still held.
+func (q *changeQueue) close() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	n := len(q.list)
+	q.list = nil
+	return n
+}
+
+// attach joins b to the hub of its store, starting the hub if it is the
+// first breaker on that store. It runs on the loop.
+func (m *Manager) attach(b *Breaker, st store.Store) {
+	h := m.hubs[st]
+	if h == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		h = &hub{st: st, cancel: cancel}
+		h.changes.wake = make(chan struct{}, 1)
+		h.breakers.Store(&[]*Breaker{})
+		if len(m.hubs) == 0 {
+			m.resyncAt = after(m.clk.Now(), m.resyncEvery)
+		}
+		m.hubs[st] = h
+		m.wg.Add(2)
+		// The first subscription counts as a store call in flight: a
+		// Sync after Register returns once the watch is in place (or
+		// its first attempt failed).
+		m.storeCalls.add()
+		go m.watch(ctx, h)
+		go m.forward(ctx, h)
+	}
+	list := append(append([]*Breaker(nil), *h.breakers.Load()...), b)
+	h.breakers.Store(&list)
+	b.sharing.hub = h
+	if h.down {
+		m.fallBack(b)
+	}
+}
+
+// watch runs the store's Watch, queueing the changes it delivers for the
+// loop, and resubscribes after a failure with a pause that grows while
+// subscribing keeps failing, and starts small again once a subscription
+// worked.
+func (m *Manager) watch(ctx context.Context, h *hub) {
+	defer m.wg.Done()
+	first := sync.OnceFunc(m.storeCalls.done)
+	defer first()
+	const firstPause = 50 * time.Millisecond
+	pause := firstPause
+	for {
+		var subscribed atomic.Bool
+		err := m.guardStore(h.st, func() error {
+			return h.st.Watch(ctx, func() {
+				subscribed.Store(true)
+				// Subscribed: read what changed before, now that
+				// nothing more can be missed.
+				m.goStore(h, nil, func(ctx context.Context) storeMsg { return m.status(ctx, h) })
+				first()
+			}, func(c store.Change) {
+				h.changes.push(storeMsg{hub: h, kind: msgChange, change: c, at: m.clk.Now()}, m.storeCalls)
+			})
+		})
+		first()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("the watch ended")
+		}
+		if subscribed.Load() {
+			pause = firstPause
+		}
+		m.sendStore(storeMsg{hub: h, kind: msgFailed, err: fmt.Errorf("watching the store: %w", err)})
+		t := m.clk.Timer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// forward hands the hub's queued changes to the loop, in order, until the
+// hub stops; changes still queued then are dropped.
+func (m *Manager) forward(ctx context.Context, h *hub) {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			for n := h.changes.close(); n > 0; n-- {
+				m.storeCalls.done()
+			}
+			return
+		case <-h.changes.wake:
+		}
+		for _, msg := range h.changes.take() {
+			m.sendStore(msg)
+			m.storeCalls.done()
+		}
+	}
+}
+
+// resyncDue starts the resync of every hub once its time has come: each
+// reads the shared state of its breakers, after reporting the successes
+// of window policies not reported yet. A hub whose last resync has not
+// answered yet skips a turn. It runs on the loop.
+func (m *Manager) resyncDue() {
+	if len(m.hubs) == 0 {
+		return
+	}
+	now := m.clk.Now()
+	if now.Before(m.resyncAt) {
+		return
+	}
+	m.resyncAt = after(now, m.resyncEvery)
+	for _, h := range m.hubs {
+		if h.resyncing {
+			continue
+		}
+		h.resyncing = true
+		m.goStore(h, nil, func(ctx context.Context) storeMsg {
+			for _, b := range *h.breakers.Load() {
+				if b.sharing.policy.Window() && !b.sharing.down.Load() {
+					b.flushSuccesses(ctx)
+				}
+			}
+			msg := m.status(ctx, h)
+			msg.resync = true
+			return msg
+		})
+	}
+}
+
+// status reads the shared state of every breaker of the hub.
+func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
+	list := *h.breakers.Load()
+	names := make([]string, len(list))
+	for i, b := range list {
+		names[i] = b.Name()
+	}
+	at, seq := m.clk.Now(), h.asked.Add(1)
+	st, err := h.st.Status(ctx, names)
+	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err, at: at, seq: seq}
+}
+
+// stopHubs ends every hub and waits for every store goroutine.
+func (m *Manager) stopHubs() {
+	m.stopCancel()
+	for _, h := range m.hubs {
+		h.cancel()
+	}
+	m.wg.Wait()
+}
