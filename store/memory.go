@@ -30,7 +30,7 @@ type memBreaker struct {
 	openTo     time.Time
 	probe      string
 	probeTo    time.Time
-	forced     bool // forced open until a Reset
+	forced     bool                // forced open until a Reset
 	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
 }
 
