@@ -356,12 +356,19 @@ func (m *Manager) Breakers() []*Breaker {
 // Sync returns once the manager has handled every request and transition
 // sent to it before the call, and every timer due at the clock's current
 // time. With a mock clock, advance the clock and then call Sync: afterwards
-// every state shows what the timers say. For shared breakers it also waits
-// for every store call the manager made before it, and for any call their
-// results lead to, and applies their results: on store.NewMemory these end
-// at once, on another store within Options.StoreTimeout. Changes made by
-// other managers reach this one through the store's watch, which Sync does
-// not wait for. After Stop, Sync returns at once.
+// every state shows what the timers say.
+//
+// For shared breakers Sync is a barrier too: it waits for every store call
+// the manager started before it (an opening, a probe's verdict, the resync
+// due at the clock's time, the watch's first subscription), and for any
+// call their results lead to, and applies their results; it also applies
+// every change the store's watch delivered before it. store.NewMemory
+// delivers a change before the call that made it returns, so with several
+// managers on one memory store, a Sync of the manager whose call made a
+// change and then a Sync of another leaves the other following it, with no
+// wait on the clock. On another store the calls end within
+// Options.StoreTimeout, and changes arrive when the store delivers them.
+// After Stop, Sync returns at once.
 func (m *Manager) Sync() {
 	for {
 		m.storeCalls.wait()
