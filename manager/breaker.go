@@ -23,7 +23,7 @@ type Breaker struct {
 	slowCall    atomic.Int64  // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	last        breaker.State // owned by the manager: the state its handled steps left the breaker in
 	mgr         *Manager
-	sharing     *sharing                  // nil unless the breaker is shared through a store
+	truth       truth                     // where its state is decided: local{}, or *shared
 	durations   atomic.Pointer[durations] // nil unless Config.TimeCalls
 	timesCalls  atomic.Bool               // slowCall > 0 || durations != nil: permits carry their start
 	stats       stripe.Counters
@@ -143,15 +143,7 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 	if step.Gen == 0 {
 		return b.permit(t), nil
 	}
-	if sh := b.sharing; sh != nil {
-		if !sh.down.Load() {
-			return b.acquireShared(ctx, t, step)
-		}
-		b.mgr.notifyHeld(b, step, max(time.Duration(sh.lease.Load()), time.Millisecond))
-		return b.permit(t), nil
-	}
-	b.mgr.notify(b, step)
-	return b.permit(t), nil
+	return b.truth.probe(b, ctx, t, step)
 }
 
 // permit returns the permit of ticket t, started now if the breaker times
@@ -254,10 +246,6 @@ func (p Permit) release(o classify.Outcome, err error) {
 		}
 		return
 	}
-	if b.sharing != nil {
-		b.releaseShared(c, p.t, o, err)
-		return
-	}
 	var now time.Time
 	if b.mach.UsesClock() {
 		now = b.mgr.clk.Now()
@@ -275,12 +263,10 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
 	}
 }
 
+// endProbe ends the probe of ticket t with outcome o, once the breaker's
+// truth has had its say on the verdict.
 func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
-	var lease *heldLease
-	var then func()
-	if b.sharing != nil {
-		lease, o, then = b.resolveFirst(t, o)
-	}
+	o, lease, then := b.truth.verdict(b, t, o)
 	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
 		b.stats.Add(statStale)
@@ -360,9 +346,7 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // this process's breaker is forced, and it falls back (see
 // Config.Fallback); it forces the fleet once the store answers again.
 func (b *Breaker) ForceOpen() error {
-	if b.sharing != nil {
-		b.forceShared()
-	}
+	b.truth.force(b)
 	step, ok := b.mach.ForceOpen(b.mgr.clk.Now())
 	if ok {
 		b.mgr.notify(b, step)
@@ -386,9 +370,7 @@ func (b *Breaker) ForceOpen() error {
 // of cause shared. If the store cannot be reached, only this process's
 // breaker is reset, and it falls back (see Config.Fallback).
 func (b *Breaker) Reset() error {
-	if b.sharing != nil {
-		b.resetShared()
-	}
+	b.truth.reset(b)
 	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
 	if ok {
 		b.mgr.notify(b, step)

@@ -18,7 +18,7 @@ import (
 // and then Sync see its result.
 type hub struct {
 	st        store.Store
-	breakers  atomic.Pointer[[]*Breaker] // copy-on-write, written by the loop
+	breakers  atomic.Pointer[[]*shared] // copy-on-write, written by the loop
 	cancel    context.CancelFunc
 	down      bool          // owned by the loop: the store is unreachable
 	resyncing bool          // owned by the loop: a resync's call is in flight
@@ -38,14 +38,14 @@ const maxQueuedChanges = 4096
 // made it returns, a Sync after that call sees the change applied.
 type changeQueue struct {
 	mu     sync.Mutex
-	list   []storeMsg
+	list   []changeMsg
 	closed bool
 	wake   chan struct{} // one token: the list is not empty
 }
 
 // push queues msg, counted in f, unless the queue is closed or full. It
 // never blocks: Watch calls it.
-func (q *changeQueue) push(msg storeMsg, f *inflight) {
+func (q *changeQueue) push(msg changeMsg, f *inflight) {
 	q.mu.Lock()
 	if q.closed || len(q.list) >= maxQueuedChanges {
 		q.mu.Unlock()
@@ -61,7 +61,7 @@ func (q *changeQueue) push(msg storeMsg, f *inflight) {
 }
 
 // take returns the queued changes, and empties the queue.
-func (q *changeQueue) take() []storeMsg {
+func (q *changeQueue) take() []changeMsg {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	list := q.list
@@ -79,15 +79,16 @@ func (q *changeQueue) close() int {
 	return n
 }
 
-// attach joins b to the hub of its store, starting the hub if it is the
+// attach joins sh to the hub of its store, starting the hub if it is the
 // first breaker on that store. It runs on the loop.
-func (m *Manager) attach(b *Breaker, st store.Store) {
+func (m *Manager) attach(sh *shared) {
+	st := sh.st
 	h := m.hubs[st]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &hub{st: st, cancel: cancel}
 		h.changes.wake = make(chan struct{}, 1)
-		h.breakers.Store(&[]*Breaker{})
+		h.breakers.Store(&[]*shared{})
 		if len(m.hubs) == 0 {
 			m.resyncAt = after(m.clk.Now(), m.resyncEvery)
 		}
@@ -100,11 +101,11 @@ func (m *Manager) attach(b *Breaker, st store.Store) {
 		go m.watch(ctx, h)
 		go m.forward(ctx, h)
 	}
-	list := append(append([]*Breaker(nil), *h.breakers.Load()...), b)
+	list := append(append([]*shared(nil), *h.breakers.Load()...), sh)
 	h.breakers.Store(&list)
-	b.sharing.hub = h
+	sh.hub = h
 	if h.down {
-		m.fallBack(b)
+		sh.fallBack()
 	}
 }
 
@@ -120,15 +121,15 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 	pause := firstPause
 	for {
 		var subscribed atomic.Bool
-		err := m.guardStore(h.st, func() error {
+		err := guardStore(h.st, func() error {
 			return h.st.Watch(ctx, func() {
 				subscribed.Store(true)
 				// Subscribed: read what changed before, now that
 				// nothing more can be missed.
-				m.goStore(h, nil, func(ctx context.Context) storeMsg { return m.status(ctx, h) })
+				m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult { return m.status(ctx, h, at) })
 				first()
 			}, func(c store.Change) {
-				h.changes.push(storeMsg{hub: h, kind: msgChange, change: c, at: m.clk.Now()}, m.storeCalls)
+				h.changes.push(changeMsg{h: h, change: c, at: m.clk.Now()}, m.storeCalls)
 			})
 		})
 		first()
@@ -141,7 +142,7 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 		if subscribed.Load() {
 			pause = firstPause
 		}
-		m.sendStore(storeMsg{hub: h, kind: msgFailed, err: fmt.Errorf("watching the store: %w", err)})
+		m.sendStore(failedMsg{h: h, err: fmt.Errorf("watching the store: %w", err)})
 		t := m.clk.Timer(pause)
 		select {
 		case <-ctx.Done():
@@ -191,29 +192,29 @@ func (m *Manager) resyncDue() {
 			continue
 		}
 		h.resyncing = true
-		m.goStore(h, nil, func(ctx context.Context) storeMsg {
-			for _, b := range *h.breakers.Load() {
-				if b.sharing.policy.Window() && !b.sharing.down.Load() {
-					b.flushSuccesses(ctx)
+		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
+			for _, sh := range *h.breakers.Load() {
+				if sh.policy.Window() && !sh.down.Load() {
+					sh.flushSuccesses(ctx)
 				}
 			}
-			msg := m.status(ctx, h)
+			msg := m.status(ctx, h, at)
 			msg.resync = true
 			return msg
 		})
 	}
 }
 
-// status reads the shared state of every breaker of the hub.
-func (m *Manager) status(ctx context.Context, h *hub) storeMsg {
+// status reads the shared state of every breaker of the hub, at at.
+func (m *Manager) status(ctx context.Context, h *hub, at time.Time) statusMsg {
 	list := *h.breakers.Load()
 	names := make([]string, len(list))
-	for i, b := range list {
-		names[i] = b.Name()
+	for i, sh := range list {
+		names[i] = sh.b.Name()
 	}
-	at, seq := m.clk.Now(), h.asked.Add(1)
+	seq := h.asked.Add(1)
 	st, err := h.st.Status(ctx, names)
-	return storeMsg{kind: msgStatus, names: list, statuses: st, err: err, at: at, seq: seq}
+	return statusMsg{h: h, list: list, statuses: st, err: err, at: at, seq: seq}
 }
 
 // stopHubs ends every hub and waits for every store goroutine.

@@ -28,7 +28,7 @@ func (m *Manager) run() {
 		case n := <-m.notes:
 			m.handleNote(n)
 		case msg := <-m.storec:
-			m.handleStore(msg)
+			msg.handle(m)
 		case req := <-m.registerc:
 			m.register(req)
 		case synced = <-m.syncc:
@@ -71,7 +71,7 @@ func (m *Manager) drainNotes() {
 // fallback in effect.
 func (m *Manager) drainStore() {
 	for i := len(m.storec); i > 0; i-- {
-		m.handleStore(<-m.storec)
+		(<-m.storec).handle(m)
 	}
 }
 
@@ -133,8 +133,8 @@ func (m *Manager) apply(n note) {
 		}
 		m.schedule(b, s, d)
 	}
-	if b.sharing != nil && !m.faulted(b) {
-		m.applyShared(b, s, n, d)
+	if !m.faulted(b) {
+		b.truth.applied(b, n, d)
 	}
 }
 
@@ -190,14 +190,7 @@ func (m *Manager) register(req registerReq) {
 	b.recState = st
 	b.nextGen = b.mach.Snapshot().Gen + 1
 	b.last = breaker.Closed
-	if b.sharing != nil {
-		m.attach(b, b.sharing.st)
-		if req.sharedErr != nil {
-			m.storeDown(b.sharing.hub, b, req.sharedErr)
-		} else {
-			b.followStore(req.shared, req.sharedAt, true)
-		}
-	}
+	b.truth.registered(b, req)
 	m.mu.Lock()
 	m.byName[name] = b
 	m.list = append(m.list, b)

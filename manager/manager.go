@@ -135,7 +135,7 @@ type Manager struct {
 	unsubscribec chan *subscriber
 	removec      chan removeReq
 	reconfigurec chan reconfigureReq
-	storec       chan storeMsg
+	storec       chan storeResult
 	quit         chan struct{} // closed by Stop
 	done         chan struct{} // closed when the loop has returned
 	stopOnce     sync.Once
@@ -197,7 +197,7 @@ func newManager(opts Options) *Manager {
 		unsubscribec:  make(chan *subscriber),
 		removec:       make(chan removeReq),
 		reconfigurec:  make(chan reconfigureReq),
-		storec:        make(chan storeMsg, noteBuffer),
+		storec:        make(chan storeResult, noteBuffer),
 		quit:          make(chan struct{}),
 		done:          make(chan struct{}),
 		byName:        make(map[string]*Breaker),
@@ -282,32 +282,28 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{mgr: m, rec: cfg.Recover}
+	b := &Breaker{mgr: m, rec: cfg.Recover, truth: local{}}
 	b.setClassifier(cfg.Classify, custom == nil)
 	b.setTiming(cfg)
+	var sh *shared
+	if cfg.Store != nil {
+		if sh, err = newShared(b, name, cfg); err != nil {
+			return nil, err
+		}
+		b.truth = sh
+	}
 	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)
 	}
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
-	if cfg.Store != nil {
-		if b.sharing, err = newSharing(name, cfg); err != nil {
-			return nil, err
-		}
-	}
 	req := registerReq{b: b, reply: make(chan error, 1)}
-	if b.sharing != nil {
+	if sh != nil {
 		// Start in the fleet's state: a replica joining an open fleet
 		// must not call the service in the meantime.
-		ctx, cancel := m.storeCtx(context.Background())
 		req.sharedAt = m.clk.Now()
-		var st []store.Status
-		err := m.guardStore(b.sharing.st, func() (err error) { st, err = b.sharing.st.Status(ctx, []string{name}); return err })
-		cancel()
-		if req.sharedErr = err; err == nil && len(st) == 1 {
-			req.shared = st[0]
-		}
+		req.shared, req.sharedErr = sh.status()
 	}
 	select {
 	case m.registerc <- req:

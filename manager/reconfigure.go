@@ -1,12 +1,10 @@
 package manager
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
-	"github.com/fusebox-go/fusebox/store"
 )
 
 type reconfigureReq struct {
@@ -70,28 +68,7 @@ func (b *Breaker) Reconfigure(cfg Config) error {
 }
 
 // fixed checks that cfg keeps what a registered breaker cannot change.
-func (b *Breaker) fixed(cfg Config) error {
-	var st store.Store
-	if b.sharing != nil {
-		st = b.sharing.st
-	}
-	unchanged := func(field, why string) error {
-		return configError(opReconfigure, b.Name(), field, errors.New("cannot change "+why+"; remove the breaker and register it again"))
-	}
-	if !sameValue(cfg.Store, st) {
-		return unchanged("Store", "on a registered breaker")
-	}
-	if b.sharing == nil {
-		return nil
-	}
-	if cfg.Fallback != b.sharing.fallback {
-		return unchanged("Fallback", "on a shared breaker")
-	}
-	if !sameValue(cfg.Strategy, b.mach.Strategy()) {
-		return unchanged("Strategy", "on a shared breaker, which counts with it in the store")
-	}
-	return nil
-}
+func (b *Breaker) fixed(cfg Config) error { return b.truth.fixed(b, cfg) }
 
 // setClassifier makes fn the breaker's Classifier; nilSucceeds says that
 // fn is classify.Default. A release that runs meanwhile classifies as the

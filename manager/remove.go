@@ -51,23 +51,21 @@ func (m *Manager) remove(req removeReq) {
 	m.mu.Unlock()
 	b.early = nil
 	m.timers.drop(b)
-	if b.sharing != nil {
-		m.detach(b)
-	}
+	b.truth.removed(b)
 	s := b.mach.Snapshot()
 	m.publish(b, Event{Kind: EventRemoved, Name: req.name, At: m.clk.Now(), Gen: s.Gen})
 	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
 	req.reply <- true
 }
 
-// detach takes the shared breaker b off its hub, and stops the hub when b
-// was its last breaker.
-func (m *Manager) detach(b *Breaker) {
-	h := b.sharing.hub
+// detach takes the shared breaker sh off its hub, and stops the hub when
+// sh was its last breaker.
+func (m *Manager) detach(sh *shared) {
+	h := sh.hub
 	old := *h.breakers.Load()
-	list := make([]*Breaker, 0, len(old))
+	list := make([]*shared, 0, len(old))
 	for _, x := range old {
-		if x != b {
+		if x != sh {
 			list = append(list, x)
 		}
 	}

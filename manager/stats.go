@@ -99,10 +99,7 @@ func (b *Breaker) Stats() Stats {
 	if h := b.durations.Load(); h != nil {
 		st.Durations = h.read()
 	}
-	if sh := b.sharing; sh != nil {
-		st.Shared = true
-		st.StoreDown = sh.down.Load()
-		st.StoreErrors = sh.errors.Load()
-	}
+	l := b.truth.link()
+	st.Shared, st.StoreDown, st.StoreErrors = l.shared, l.down, l.errors
 	return st
 }

@@ -99,6 +99,7 @@ type Machine struct {
 	strat atomic.Pointer[strategy]
 	name  string
 	clock atomic.Bool // a counter that may still be current uses the clock
+	wrap  func(breaker.Counter) breaker.Counter
 }
 
 // strategy is the breaker's strategy and the first counter it made, kept in
@@ -109,7 +110,7 @@ type strategy struct {
 }
 
 // firstCounter validates s by making its first counter.
-func firstCounter(s breaker.Strategy) (breaker.Counter, error) {
+func (m *Machine) firstCounter(s breaker.Strategy) (breaker.Counter, error) {
 	c, err := s.NewCounter()
 	if err != nil {
 		return nil, err
@@ -117,7 +118,20 @@ func firstCounter(s breaker.Strategy) (breaker.Counter, error) {
 	if c == nil {
 		return nil, breaker.Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
 	}
-	return c, nil
+	return m.wrapped(c), nil
+}
+
+// Wrap makes the machine wrap every counter its strategy makes with f: a
+// driver whose breaker is decided elsewhere (shared with other processes)
+// records outcomes there as its counters count them. It must be called
+// before Init, and only once; f must not return nil.
+func (m *Machine) Wrap(f func(breaker.Counter) breaker.Counter) { m.wrap = f }
+
+func (m *Machine) wrapped(c breaker.Counter) breaker.Counter {
+	if m.wrap == nil {
+		return c
+	}
+	return m.wrap(c)
 }
 
 // NewMachine returns a closed breaker named name, tripped by strategy s,
@@ -135,7 +149,7 @@ func NewMachine(name string, s breaker.Strategy, now time.Time) (*Machine, error
 // the machine inside a larger struct. It must be called before any other
 // method, and only once.
 func (m *Machine) Init(name string, s breaker.Strategy, now time.Time) error {
-	c, err := firstCounter(s)
+	c, err := m.firstCounter(s)
 	if err != nil {
 		return err
 	}
@@ -172,7 +186,7 @@ func (m *Machine) newCounter() (c breaker.Counter) {
 		}
 	}()
 	if c, err := st.s.NewCounter(); err == nil && c != nil {
-		return c
+		return m.wrapped(c)
 	}
 	return st.first
 }
@@ -185,7 +199,7 @@ func (m *Machine) newCounter() (c breaker.Counter) {
 // counts with s. It fails, and changes nothing, if s is invalid; a halted
 // machine only takes the strategy.
 func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, error) {
-	c, err := firstCounter(s)
+	c, err := m.firstCounter(s)
 	if err != nil {
 		return Step{}, false, err
 	}

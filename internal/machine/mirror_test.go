@@ -1,0 +1,94 @@
+package machine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
+)
+
+// Mirror follows decisions made elsewhere between any two states, forced
+// or not; it refuses a forcing of a state other than open, and changes
+// nothing that is already so or halted.
+func TestMirror(t *testing.T) {
+	until := t0.Add(time.Minute)
+	tests := []struct {
+		name       string
+		from       func(*machine.Machine)
+		to         breaker.State
+		forced     bool
+		ok         bool
+		wantForced bool
+		wantUntil  time.Time
+	}{
+		{"closed to open", nil, open, false, true, false, until},
+		{"closed to forced open: no timer", nil, open, true, true, true, time.Time{}},
+		{"forcing a state other than open is refused", nil, halfOpen, true, false, false, time.Time{}},
+		{"forced open to open: the forcing is lifted", func(m *machine.Machine) { m.ForceOpen(t0) }, open, false, true, false, until},
+		{"forced open to closed", func(m *machine.Machine) { m.ForceOpen(t0) }, closed, false, true, false, until},
+		{"forced open to forced open: nothing", func(m *machine.Machine) { m.ForceOpen(t0) }, open, true, false, true, time.Time{}},
+		{"open to forced open", func(m *machine.Machine) { m.Mirror(open, until, false, t0) }, open, true, true, true, time.Time{}},
+		{"closed to closed: nothing", nil, closed, false, false, false, time.Time{}},
+		{"halted: nothing", func(m *machine.Machine) { m.Halt() }, open, true, false, false, time.Time{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := machine.NewMachine("svc", breaker.Consecutive{Failures: 1}, t0)
+			require.NoError(t, err)
+			if tc.from != nil {
+				tc.from(m)
+			}
+			before := m.Snapshot()
+			step, ok := m.Mirror(tc.to, until, tc.forced, t0)
+			require.Equal(t, tc.ok, ok)
+			s := m.Snapshot()
+			assert.Equal(t, tc.wantForced, s.Forced, "forced")
+			if !ok {
+				assert.Same(t, before, s, "nothing changed")
+				return
+			}
+			assert.Equal(t, breaker.Transition{From: before.State, To: tc.to}, step.Transition)
+			assert.Equal(t, breaker.CauseShared, step.Cause)
+			assert.Equal(t, tc.to, s.State)
+			if tc.to != closed {
+				assert.Equal(t, tc.wantUntil, s.Until)
+			}
+		})
+	}
+}
+
+// counting is a counter wrapper that counts the outcomes it sees.
+type counting struct {
+	breaker.Counter
+	seen *int
+}
+
+func (c counting) Record(o classify.Outcome, now time.Time) bool {
+	*c.seen++
+	return c.Counter.Record(o, now)
+}
+
+// Wrap wraps every counter the machine makes: the first, and each new
+// closed period's.
+func TestWrap(t *testing.T) {
+	var made, seen int
+	m := new(machine.Machine)
+	m.Wrap(func(c breaker.Counter) breaker.Counter { made++; return counting{c, &seen} })
+	require.NoError(t, m.Init("svc", breaker.Consecutive{Failures: 1}, t0))
+	assert.Equal(t, 1, made, "the first counter")
+	tk, _, oerr := m.Acquire(t0)
+	require.Nil(t, oerr)
+	trip, _ := m.Record(tk, classify.Failure, t0)
+	require.True(t, trip)
+	assert.Equal(t, 1, seen, "the wrapper saw the outcome")
+	_, ok := m.Trip(tk.Gen, classify.Failure, nil, t0)
+	require.True(t, ok)
+	_, ok = m.Reset(t0, breaker.CauseReset)
+	require.True(t, ok)
+	assert.Equal(t, 2, made, "the closed period after the reset counts in a wrapped counter too")
+}

@@ -1,0 +1,134 @@
+package manager
+
+import (
+	"context"
+	"time"
+
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// storeResult is a result of the store coming back to the loop, which
+// handles it. Each kind of result is a type of its own.
+type storeResult interface {
+	handle(m *Manager)
+}
+
+// changeMsg is a change the hub's watch delivered, heard at at.
+type changeMsg struct {
+	h      *hub
+	change store.Change
+	at     time.Time
+}
+
+func (msg changeMsg) handle(m *Manager) {
+	b, ok := m.byName[msg.change.Name]
+	if !ok {
+		return
+	}
+	sh, ok := b.truth.(*shared)
+	if !ok || sh.hub != msg.h || sh.down.Load() {
+		return
+	}
+	sh.follow(msg.change.Status(), msg.at, true)
+}
+
+// statusMsg is the answer to a status call of the hub: the statuses of
+// list, in order, or the call's error.
+type statusMsg struct {
+	h        *hub
+	list     []*shared
+	statuses []store.Status
+	err      error
+	// at is when the call was made, on the manager's clock: durations
+	// the store returned count from there, however late the reply is
+	// handled.
+	at time.Time
+	// seq numbers the call among the hub's (hub.asked): only one started
+	// after a breaker fell back is news that its store answers.
+	seq uint64
+	// resync marks the answer to the periodic resync.
+	resync bool
+}
+
+func (msg statusMsg) handle(m *Manager) {
+	h := msg.h
+	if msg.resync {
+		h.resyncing = false
+	}
+	if msg.err != nil {
+		m.storeDown(h, nil, msg.err)
+		return
+	}
+	if h.down {
+		h.down = false
+		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(msg.list))
+	}
+	for i, sh := range msg.list {
+		sh.restored(msg.seq)
+		if i < len(msg.statuses) {
+			sh.heard(msg.statuses[i], msg.at, msg.seq)
+		}
+	}
+}
+
+// decidedMsg is the result of an opening, a probe's verdict or a forcing
+// the loop sent to the store: the status it left, and whether it was
+// applied (won); made at at.
+type decidedMsg struct {
+	sh     *shared
+	status store.Status
+	won    bool
+	err    error
+	at     time.Time
+}
+
+func (msg decidedMsg) handle(*Manager) { msg.sh.decided(msg) }
+
+// failedMsg says that a store call failed: one of breaker sh's, or, for sh
+// nil, the hub's watch.
+type failedMsg struct {
+	h   *hub
+	sh  *shared
+	err error
+}
+
+func (msg failedMsg) handle(m *Manager) {
+	if msg.sh == nil {
+		msg.h.resyncing = false
+	}
+	m.storeDown(msg.h, msg.sh, msg.err)
+}
+
+// goStore runs a store call off the loop, with the store deadline, and
+// hands its result to the loop; at is when the call started, on the
+// manager's clock. A store that panics fails the call: the hub's breakers,
+// or sh's alone if sh is not nil, fall back.
+func (m *Manager) goStore(h *hub, sh *shared, call func(ctx context.Context, at time.Time) storeResult) {
+	m.wg.Add(1)
+	m.storeCalls.add()
+	go func() {
+		defer m.wg.Done()
+		// Done once the loop has received the result (or the manager
+		// stopped): the loop handles it before any later request, Sync's
+		// included.
+		defer m.storeCalls.done()
+		ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
+		defer cancel()
+		stop := context.AfterFunc(m.stopCtx, cancel)
+		defer stop()
+		at := m.clk.Now()
+		var msg storeResult
+		if err := guardStore(h.st, func() error { msg = call(ctx, at); return nil }); err != nil {
+			msg = failedMsg{h: h, sh: sh, err: err}
+		}
+		m.sendStore(msg)
+	}()
+}
+
+// sendStore hands a result to the loop, unless the manager stops first.
+func (m *Manager) sendStore(msg storeResult) {
+	select {
+	case m.storec <- msg:
+	case <-m.stopCtx.Done():
+	}
+}

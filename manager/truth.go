@@ -1,0 +1,82 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
+)
+
+// truth is where a breaker's state is decided: in its own state machine
+// (local), or in a store it shares with other processes (*shared, in
+// shared.go). The call path and the loop reach it through this interface
+// only, so a local breaker's way has no branch for sharing, and what only a
+// shared breaker needs lives with *shared.
+//
+// Outcomes in the closed state, the hot path, do not go through it: they
+// reach the counter of the closed period, and a shared breaker's machine
+// wraps its counters (Machine.Wrap) so that they record in the store as
+// they count. A local breaker's release is so exactly what it would be
+// without sharing.
+type truth interface {
+	// probe is Acquire for the caller that won the local probe slot:
+	// ticket t, by step (half_open to probing). It returns the caller's
+	// permit, or declines it.
+	probe(b *Breaker, ctx context.Context, t machine.Ticket, step machine.Step) (Permit, error)
+	// verdict runs as the probe of ticket t ends with outcome o, before the
+	// machine applies it. It returns the outcome to apply, the lease the
+	// loop must still resolve with the step (nil: none), and what to do
+	// once the step is applied (nil: nothing).
+	verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, *heldLease, func())
+	// force and reset run before ForceOpen and Reset apply here.
+	force(b *Breaker)
+	reset(b *Breaker)
+	// applied runs on the loop once the step of note n is applied; d is the
+	// period Recover decided for it, if any.
+	applied(b *Breaker, n note, d time.Duration)
+	// registered runs on the loop as the breaker joins the manager;
+	// removed as it leaves.
+	registered(b *Breaker, req registerReq)
+	removed(b *Breaker)
+	// fixed checks that cfg, given to Reconfigure, keeps what the breaker
+	// cannot change.
+	fixed(b *Breaker, cfg Config) error
+	// link returns the state of the breaker's link to its store, for
+	// Stats.
+	link() storeLink
+}
+
+// storeLink is what Stats says of a breaker's link to its store.
+type storeLink struct {
+	shared, down bool
+	errors       uint64
+}
+
+// local is the truth of a breaker that is not shared: its machine decides
+// everything, and the manager's loop runs its timers.
+type local struct{}
+
+func (local) probe(b *Breaker, _ context.Context, t machine.Ticket, step machine.Step) (Permit, error) {
+	b.mgr.notify(b, step)
+	return b.permit(t), nil
+}
+
+func (local) verdict(_ *Breaker, _ machine.Ticket, o classify.Outcome) (classify.Outcome, *heldLease, func()) {
+	return o, nil, nil
+}
+
+func (local) force(*Breaker)                        {}
+func (local) reset(*Breaker)                        {}
+func (local) applied(*Breaker, note, time.Duration) {}
+func (local) registered(*Breaker, registerReq)      {}
+func (local) removed(*Breaker)                      {}
+func (local) link() storeLink                       { return storeLink{} }
+
+func (local) fixed(b *Breaker, cfg Config) error {
+	if cfg.Store != nil {
+		return configError(opReconfigure, b.Name(), "Store", errors.New("cannot change on a registered breaker; remove the breaker and register it again"))
+	}
+	return nil
+}
