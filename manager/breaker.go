@@ -16,24 +16,25 @@ import (
 // Breaker is a handle to one registered breaker. It is safe for concurrent
 // use; keep it rather than looking it up by name for every call.
 type Breaker struct {
-	// Read on every call.
+	// Read on every call. The fields are in an order that leaves no
+	// padding: a Breaker fits the allocator's 256-byte size class.
 	mach        machine.Machine
 	classify    atomic.Pointer[classify.Classifier]
-	nilSucceeds atomic.Bool   // classify is classify.Default, which makes nil a Success
-	slowCall    atomic.Int64  // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
-	last        breaker.State // owned by the manager: the state its handled steps left the breaker in
+	nilSucceeds atomic.Bool  // classify is classify.Default, which makes nil a Success
+	timesCalls  atomic.Bool  // slowCall > 0 || durations != nil: permits carry their start
+	slowCall    atomic.Int64 // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	mgr         *Manager
 	truth       truth                     // where its state is decided: local{}, or *shared
 	durations   atomic.Pointer[durations] // nil unless Config.TimeCalls
-	timesCalls  atomic.Bool               // slowCall > 0 || durations != nil: permits carry their start
 	stats       stripe.Counters
 
 	// Owned by the manager's goroutine.
+	last     breaker.State // the state its handled steps left the breaker in
+	removed  bool          // Manager.Remove removed it: its notes are dropped
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
 	early    []note
-	removed  bool // Manager.Remove removed it: its notes are dropped
 	dropped  atomic.Uint64
 }
 
