@@ -267,13 +267,13 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
 // endProbe ends the probe of ticket t with outcome o, once the breaker's
 // truth has had its say on the verdict.
 func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
-	o, lease, then := b.truth.verdict(b, t, o)
+	o, then := b.truth.verdict(b, t, o)
 	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
 		b.stats.Add(statStale)
 		return
 	}
-	b.mgr.send(note{b: b, step: step, lease: lease})
+	b.mgr.send(note{b: b, step: step})
 	if then != nil {
 		then()
 	}

@@ -190,7 +190,7 @@ func (m *Manager) register(req registerReq) {
 	b.recState = st
 	b.nextGen = b.mach.Snapshot().Gen + 1
 	b.last = breaker.Closed
-	b.truth.registered(b, req)
+	b.truth.registered(b)
 	m.mu.Lock()
 	m.byName[name] = b
 	m.list = append(m.list, b)

@@ -101,9 +101,6 @@ type note struct {
 	// (none if hold is zero) instead of asking Recover.
 	hold time.Duration
 	held bool
-	// lease is the store's probe lease this process held, on a step that
-	// ends a shared breaker's probe with a verdict the loop must send.
-	lease *heldLease
 	// kind is the kind of event the step is published as.
 	kind EventKind
 }
@@ -111,10 +108,6 @@ type note struct {
 type registerReq struct {
 	b     *Breaker
 	reply chan error
-	// shared is what the store said of a shared breaker as it registered.
-	shared    store.Status
-	sharedAt  time.Time
-	sharedErr error
 }
 
 // Manager runs a set of named breakers. Create one with Start and stop it
@@ -298,13 +291,12 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
-	req := registerReq{b: b, reply: make(chan error, 1)}
 	if sh != nil {
 		// Start in the fleet's state: a replica joining an open fleet
 		// must not call the service in the meantime.
-		req.sharedAt = m.clk.Now()
-		req.shared, req.sharedErr = sh.status()
+		sh.join()
 	}
+	req := registerReq{b: b, reply: make(chan error, 1)}
 	select {
 	case m.registerc <- req:
 	case <-m.done:

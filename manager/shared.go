@@ -63,11 +63,21 @@ type shared struct {
 	epoch    atomic.Uint64 // the store's epoch the breaker's state follows
 	epochAt  atomic.Uint64 // the hub's status calls started when epoch last changed
 	probeOf  atomic.Pointer[heldLease]
-	down     atomic.Bool // the store could not be reached: the fallback is in effect; set by the loop once it applies
-	losing   atomic.Bool // a failed store call was reported to the loop, which has yet to apply the fallback
-	forcing  atomic.Bool // forced open while the store was unreachable: the fleet's forcing is on its way, and nothing the store says before it is followed
-	downAt   uint64      // owned by the loop: the hub's status calls started when the fallback applied
+	failing  atomic.Pointer[heldLease] // the lease of a failed probe, which the loop resolves with the period Recover decides
+	joined   joined                    // what the store said as the breaker registered
+	down     atomic.Bool               // the store could not be reached: the fallback is in effect; set by the loop once it applies
+	losing   atomic.Bool               // a failed store call was reported to the loop, which has yet to apply the fallback
+	forcing  atomic.Bool               // forced open while the store was unreachable: the fleet's forcing is on its way, and nothing the store says before it is followed
+	downAt   uint64                    // owned by the loop: the hub's status calls started when the fallback applied
 	errors   atomic.Uint64
+}
+
+// joined is what the store said of a shared breaker as it registered: its
+// status, read at at, or the error of that read.
+type joined struct {
+	status store.Status
+	at     time.Time
+	err    error
 }
 
 // heldLease is the probe lease this process holds.
@@ -104,17 +114,18 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	return sh, nil
 }
 
-// status reads the breaker's shared state, on the caller's goroutine.
-func (sh *shared) status() (store.Status, error) {
+// join reads the breaker's shared state as it registers, on the caller's
+// goroutine, for the loop to start from.
+func (sh *shared) join() {
+	sh.joined.at = sh.b.mgr.clk.Now()
 	var st []store.Status
-	err := sh.call(func(ctx context.Context) (err error) {
+	sh.joined.err = sh.call(func(ctx context.Context) (err error) {
 		st, err = sh.st.Status(ctx, []string{sh.b.Name()})
 		return err
 	})
-	if err != nil || len(st) != 1 {
-		return store.Status{}, err
+	if sh.joined.err == nil && len(st) == 1 {
+		sh.joined.status = st[0]
 	}
-	return st[0], nil
 }
 
 // counter wraps the counter of one closed period of the breaker.
@@ -328,14 +339,17 @@ func (sh *shared) probe(b *Breaker, ctx context.Context, t machine.Ticket, step 
 // verdict applies a successful or ignored probe's verdict in the store
 // before the breaker changes here, so that no call this process admits
 // afterwards can count against the run of failures the verdict clears, nor
-// find the lease still held. A failure's lease goes to the loop, which
-// resolves it with the period Recover decides. A verdict the store refuses
-// as stale (its lease or its epoch is over) is applied here as Ignore, and
-// the breaker then follows the store.
-func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, *heldLease, func()) {
+// find the lease still held. A failure's lease is kept for the loop, which
+// resolves it with the period Recover decides (see applied). A verdict the
+// store refuses as stale (its lease or its epoch is over) is applied here
+// as Ignore, and the breaker then follows the store.
+func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, func()) {
 	l := sh.leaseOf(t.Gen)
+	if l != nil && o == classify.Failure {
+		sh.failing.Store(l)
+	}
 	if l == nil || o == classify.Failure || sh.down.Load() {
-		return o, l, nil
+		return o, nil
 	}
 	at := b.mgr.clk.Now()
 	var st store.Status
@@ -350,9 +364,9 @@ func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (cla
 	case applied:
 		sh.raiseEpoch(st.Epoch)
 	default:
-		return classify.Ignore, nil, func() { sh.follow(st, at, false) }
+		return classify.Ignore, func() { sh.follow(st, at, false) }
 	}
-	return o, nil, nil
+	return o, nil
 }
 
 // leaseOf returns the lease this process holds for the probe of

@@ -15,14 +15,14 @@ import (
 
 // registered joins the breaker to the hub of its store, in the state the
 // store gave at Register.
-func (sh *shared) registered(b *Breaker, req registerReq) {
-	m := b.mgr
+func (sh *shared) registered(b *Breaker) {
+	m, j := b.mgr, sh.joined
 	m.attach(sh)
-	if req.sharedErr != nil {
-		m.storeDown(sh.hub, sh, req.sharedErr)
+	if j.err != nil {
+		m.storeDown(sh.hub, sh, j.err)
 		return
 	}
-	sh.follow(req.shared, req.sharedAt, true)
+	sh.follow(j.status, j.at, true)
 }
 
 // removed takes the breaker off its hub.
@@ -41,16 +41,26 @@ func (sh *shared) applied(b *Breaker, n note, d time.Duration) {
 	switch {
 	case s.Transition == breaker.Transition{From: breaker.Closed, To: breaker.Open} && s.Cause == breaker.CauseTrip:
 		sh.openInStore(sh.epoch.Load(), after(s.At, d))
-	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && n.lease != nil:
+	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && sh.failedProbe(s.Gen) != nil:
 		// A failed probe: the breaker is open here already, and the
 		// lease keeps the fleet from probing until the new period is in
 		// the store.
-		l, o, name := n.lease, s.Outcome, b.Name()
+		l, o, name := sh.failedProbe(s.Gen), s.Outcome, b.Name()
+		sh.failing.CompareAndSwap(l, nil)
 		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
 			st, applied, err := sh.st.Resolve(ctx, name, l.token, l.epoch, o, d)
 			return decidedMsg{sh: sh, status: st, won: applied, err: err, at: at}
 		})
 	}
+}
+
+// failedProbe returns the lease of the failed probe whose verdict made the
+// step of generation gen, if this process held it.
+func (sh *shared) failedProbe(gen uint64) *heldLease {
+	if l := sh.failing.Load(); l != nil && l.gen+1 == gen {
+		return l
+	}
+	return nil
 }
 
 // openInStore opens the breaker in the store until until, from the closed

@@ -26,10 +26,9 @@ type truth interface {
 	// permit, or declines it.
 	probe(b *Breaker, ctx context.Context, t machine.Ticket, step machine.Step) (Permit, error)
 	// verdict runs as the probe of ticket t ends with outcome o, before the
-	// machine applies it. It returns the outcome to apply, the lease the
-	// loop must still resolve with the step (nil: none), and what to do
+	// machine applies it. It returns the outcome to apply, and what to do
 	// once the step is applied (nil: nothing).
-	verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, *heldLease, func())
+	verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, func())
 	// force and reset run before ForceOpen and Reset apply here.
 	force(b *Breaker)
 	reset(b *Breaker)
@@ -38,7 +37,7 @@ type truth interface {
 	applied(b *Breaker, n note, d time.Duration)
 	// registered runs on the loop as the breaker joins the manager;
 	// removed as it leaves.
-	registered(b *Breaker, req registerReq)
+	registered(b *Breaker)
 	removed(b *Breaker)
 	// fixed checks that cfg, given to Reconfigure, keeps what the breaker
 	// cannot change.
@@ -63,14 +62,14 @@ func (local) probe(b *Breaker, _ context.Context, t machine.Ticket, step machine
 	return b.permit(t), nil
 }
 
-func (local) verdict(_ *Breaker, _ machine.Ticket, o classify.Outcome) (classify.Outcome, *heldLease, func()) {
-	return o, nil, nil
+func (local) verdict(_ *Breaker, _ machine.Ticket, o classify.Outcome) (classify.Outcome, func()) {
+	return o, nil
 }
 
 func (local) force(*Breaker)                        {}
 func (local) reset(*Breaker)                        {}
 func (local) applied(*Breaker, note, time.Duration) {}
-func (local) registered(*Breaker, registerReq)      {}
+func (local) registered(*Breaker)                   {}
 func (local) removed(*Breaker)                      {}
 func (local) link() storeLink                       { return storeLink{} }
 
