@@ -120,13 +120,16 @@ func (sh *shared) decided(msg decidedMsg) {
 
 // heard takes a status the hub read, asked for as the seq-th status call:
 // one below what this process knows, asked for after it knew, means the
-// store lost its data (a restart, FLUSHALL), and its numbering is the
-// fleet's from now on.
+// store lost its data (a restart, FLUSHALL). For a closed breaker the
+// store's numbering is the fleet's from now on. An opened one keeps its
+// epoch, and so its local deadlines: a probe may be in flight, and the
+// emptied store is no closed breaker. Its next probe finds the store
+// behind, which then holds the fleet open for one lease (AcquireProbe).
 func (sh *shared) heard(st store.Status, at time.Time, seq uint64) {
 	if sh.down.Load() || sh.forcing.Load() {
 		return
 	}
-	if st.Epoch < sh.epoch.Load() && seq > sh.epochAt.Load() {
+	if st.Epoch < sh.epoch.Load() && seq > sh.epochAt.Load() && sh.b.mach.Snapshot().State == breaker.Closed {
 		sh.epoch.Store(st.Epoch)
 	}
 	sh.follow(st, at, true)
