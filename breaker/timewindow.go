@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,8 +76,37 @@ func (s TimeWindow) BucketWidth() time.Duration {
 // aligned on the Unix epoch, bucket i covering [i*w, (i+1)*w) of Unix time
 // for the bucket width w. Stores number their buckets with it (the Redis
 // scripts with the same formula on the server's clock, in milliseconds).
+// It holds over the whole range of time.Time, past 2262 (where Unix
+// nanoseconds end) too; an index beyond int64's range, millions of years
+// away for buckets of a millisecond, saturates.
 func (s TimeWindow) Bucket(t time.Time) int64 {
-	return floorDiv(t.UnixNano(), int64(s.BucketWidth()))
+	q, _ := unixDiv(t, int64(s.BucketWidth()))
+	return q
+}
+
+// unixDiv divides t's Unix time in nanoseconds by w > 0, rounding down: it
+// returns the quotient, saturated to int64's range, and the remainder, in
+// [0, w). It works on seconds and nanoseconds apart, in 128 bits, so that
+// no instant of time.Time overflows.
+func unixDiv(t time.Time, w int64) (q, r int64) {
+	sec, nsec := t.Unix(), uint64(t.Nanosecond())
+	// sec = a*w + b, 0 <= b < w, so t = (a*1e9)*w + (b*1e9 + nsec).
+	a := floorDiv(sec, w)
+	b := uint64(sec - a*w)
+	hi, lo := bits.Mul64(b, 1e9)
+	var carry uint64
+	lo, carry = bits.Add64(lo, nsec, 0)
+	hi += carry
+	// b*1e9 + nsec < (w+1)*1e9: the quotient fits in 64 bits, so hi < w.
+	q2, rem := bits.Div64(hi, lo, uint64(w))
+	const giga = 1_000_000_000
+	switch {
+	case a > (math.MaxInt64-int64(q2))/giga:
+		return math.MaxInt64, int64(rem)
+	case a < math.MinInt64/giga:
+		return math.MinInt64, int64(rem)
+	}
+	return a*giga + int64(q2), int64(rem)
 }
 
 func floorDiv(a, b int64) int64 {
@@ -169,7 +199,8 @@ func (c *timeCounter) index(now time.Time) int64 {
 // monotonic reading. It is a function of its own so that only the first
 // call allocates.
 func (c *timeCounter) start(now time.Time) *time.Time {
-	base := now.Add(-time.Duration(now.UnixNano() - c.s.Bucket(now)*c.width))
+	_, into := unixDiv(now, int64(c.width))
+	base := now.Add(-time.Duration(into))
 	c.base.CompareAndSwap(nil, &base)
 	return c.base.Load()
 }
