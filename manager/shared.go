@@ -450,8 +450,12 @@ func (sh *shared) follow(st store.Status, at time.Time, onLoop bool) {
 		return
 	}
 	now := b.mgr.clk.Now()
+	// This process holds the lease while its probe is the breaker's
+	// current state: once the probe's time ran out here (the lease's
+	// too), another process may hold it.
 	held := sh.probeOf.Load()
-	cur := store.Mirror{State: s.State, Epoch: sh.epoch.Load(), Until: s.Until, Forced: s.Forced, Holder: held != nil}
+	holder := held != nil && held.gen == s.Gen && s.State == breaker.Probing
+	cur := store.Mirror{State: s.State, Epoch: sh.epoch.Load(), Until: s.Until, Forced: s.Forced, Holder: holder}
 	next, changed := store.Follow(cur, st, at, now)
 	if !changed {
 		return

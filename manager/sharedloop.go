@@ -32,7 +32,10 @@ func (sh *shared) removed(b *Breaker) { b.mgr.detach(sh) }
 // Recover decided for the step, if any.
 func (sh *shared) applied(b *Breaker, n note, d time.Duration) {
 	m, s := b.mgr, n.step
-	if s.To == breaker.Open && s.Cause != breaker.CauseForceOpen {
+	// The next probe's lease is decided as the breaker opens, or as it
+	// turns half-open without having opened here (it joined, or heard of,
+	// an opening whose period is over).
+	if s.To == breaker.Open && s.Cause != breaker.CauseForceOpen || s.To == breaker.HalfOpen && sh.lease.Load() == 0 {
 		sh.decideLease()
 	}
 	if sh.down.Load() {
