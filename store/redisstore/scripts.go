@@ -95,7 +95,7 @@ else
 end
 redis.call('DEL', KEYS[2])
 redis.call('PUBLISH', ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[4])
-return {1, e, redis.call('PTTL', KEYS[1]), 0}
+return {1, e, tonumber(ARGV[2]), 0}
 `)
 
 // probeScript takes the probe lease with SET NX PX, if the breaker is in
