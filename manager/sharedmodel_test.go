@@ -7,6 +7,7 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // This file holds fleetModel, the reference FuzzSharedModel compares a
@@ -31,15 +32,16 @@ import (
 //     verdict or an outcome decided before them changes nothing;
 //   - every manager's breaker follows the store: after the syncs its state
 //     is the fleet's (the probe's holder, and those that do not know of
-//     the lease yet, excepted as said).
+//     the lease yet, excepted as said), unless its watch is held or lost
+//     changes; then it learns from its own store calls and its resync.
 //
 // Each manager's view is modelled to the generation (Snapshot.Gen counts
 // its transitions), so that a transition too many or too few is caught.
+// What a view does with a status or a change it hears of is store.Follow,
+// the mirror's documented rule (tested by its own tables); the model
+// applies it as the manager must, to what the model's store says.
 
-// sharedProbeTime is every manager's probe time in the fuzz target. It is
-// the manager's default lease too, the lease a manager takes when it has
-// not asked its Recover yet (see TestSharedKnownBugDefaultLease): with the
-// two equal, the model does not depend on which one a manager uses.
+// sharedProbeTime is the longest probe time in the fuzz target.
 const sharedProbeTime = 10 * time.Second
 
 // sharedFailureTTL is how long the memory store remembers a run of
@@ -60,20 +62,21 @@ func (r fixedPeriods) Timeout(c recover.Context, state any) (time.Duration, any)
 
 // fleetStore is the store's side of the model: the fleet's breaker.
 type fleetStore struct {
-	epoch   uint64
-	run     int64     // the shared run of consecutive failures
-	runTo   time.Time // when the run is forgotten
-	runBy   uint64    // bit i: manager i added to the run
-	openTo  time.Time // the end of the open period
-	holder  int       // the manager holding the probe lease, or -1
-	probeTo time.Time // the end of the lease
-	forced  bool
+	epoch     uint64
+	run       int64     // the shared run of consecutive failures
+	runTo     time.Time // when the run is forgotten
+	runBy     uint64    // bit i: manager i added to the run
+	openTo    time.Time // the end of the open period
+	holder    int       // the manager holding the probe lease, or -1
+	holderGen uint64    // the generation of the holder's probing state
+	probeTo   time.Time // the end of the lease
+	forced    bool
 }
 
 func (f *fleetStore) opened() bool { return f.epoch%2 == 1 }
 
-// fleetState is the state the store describes at now, as a mirror would
-// follow it.
+// state is the state the store describes at now, as a mirror would follow
+// it.
 func (f *fleetStore) state(now time.Time) breaker.State {
 	switch {
 	case !f.opened():
@@ -97,29 +100,39 @@ func (f *fleetStore) remaining(now time.Time) (open, probe time.Duration) {
 	return open, probe
 }
 
+// status is the store's Status at now.
+func (f *fleetStore) status(now time.Time) store.Status {
+	open, probe := f.remaining(now)
+	return store.Status{Epoch: f.epoch, Open: open, Probe: probe, Forced: f.forced && f.opened()}
+}
+
 // mgrView is what the model expects of one manager's breaker.
 type mgrView struct {
 	state  breaker.State
 	until  time.Time // Snapshot.Until: the end of an open period or of a probe's time
 	forced bool
 	gen    uint64
+	epoch  uint64 // the store's epoch its state follows
 	// lease is the generation of the probing state whose lease this
 	// manager took, while the manager keeps it (sharing.probe): zero when
 	// none. It is kept after the lease ran out, until the probe's permit is
 	// released or the epoch moves on.
 	lease uint64
-	// ghost: the manager follows a lease that was given back (a known
-	// bug, see alt), until that lease's end.
-	ghost bool
-	// late: the manager follows a lease that ends within a millisecond
-	// until a millisecond from when it was refused (see acquire).
+	// late: the manager follows a lease until a millisecond from when its
+	// caller was refused, after the lease's end (see acquire).
 	late     bool
 	dirty    bool // a failure was reported since the last reported success
 	resyncAt time.Time
 	open     time.Duration // its Recover's open period
-	// alt is the view the contract asks for where the manager, by a known
-	// bug, does otherwise (see TestSharedKnownBugStaleHolder); either is
-	// accepted, and the one the manager shows is kept.
+	probe    time.Duration // its Recover's probe time: its lease
+	// held: its watch holds the changes (queue) the store delivers;
+	// unsure: it lost changes, and may not follow the fleet until its
+	// next resync.
+	held, unsure bool
+	queue        []store.Change
+	// alt is another view the manager may show, where it may apply two
+	// results in either order. Either is accepted, and the one the manager
+	// shows is kept.
 	alt *mgrView
 }
 
@@ -128,7 +141,7 @@ type fleetPermit struct {
 	mgr     int
 	gen     uint64
 	probe   bool
-	epoch   uint64 // the fleet's epoch it was granted in
+	epoch   uint64 // the manager's epoch it was granted in
 	staleBy string // what ended its generation, once ended
 }
 
@@ -151,11 +164,11 @@ type fleetModel struct {
 	opener  int
 }
 
-func newFleetModel(k int, opens []time.Duration, resync time.Duration, now time.Time) *fleetModel {
+func newFleetModel(k int, opens, probes []time.Duration, resync time.Duration, now time.Time) *fleetModel {
 	m := &fleetModel{k: int64(k), resync: resync, now: now, probes: map[uint64]int{}, edges: map[string]int{}}
 	m.store.holder = -1
-	for _, o := range opens {
-		m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: now.Add(resync), open: o})
+	for i, o := range opens {
+		m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: now.Add(resync), open: o, probe: probes[i]})
 	}
 	m.edge(fmt.Sprintf("managers-%d", len(opens)))
 	return m
@@ -163,32 +176,129 @@ func newFleetModel(k int, opens []time.Duration, resync time.Duration, now time.
 
 func (m *fleetModel) edge(name string) { m.edges[name]++ }
 
-// move takes manager i's view to st (with until and forced), a transition
-// unless it is already there; its permits of the generation it leaves
-// become stale by why.
-func (m *fleetModel) move(i int, st breaker.State, until time.Time, forced bool, why string) {
-	v := &m.mgrs[i]
+// moveView takes v to st (with until and forced), a transition unless it
+// is there already, and reports whether it was one.
+func moveView(v *mgrView, st breaker.State, until time.Time, forced bool) bool {
 	if st != breaker.Open && st != breaker.Probing || forced {
 		until = time.Time{}
 	}
 	if v.state == st && v.forced == forced {
 		v.until = until
-		return
+		return false
 	}
+	v.state, v.until, v.forced, v.late = st, until, forced, false
+	v.gen++
+	return true
+}
+
+// move takes manager i's view (and its alternative) to st; its permits of
+// the generation it leaves become stale by why.
+func (m *fleetModel) move(i int, st breaker.State, until time.Time, forced bool, why string) {
+	v := &m.mgrs[i]
+	old := v.gen
+	if moveView(v, st, until, forced) {
+		m.staled(i, old, why)
+	}
+	if v.alt != nil {
+		moveView(v.alt, st, until, forced)
+	}
+}
+
+// staled marks manager i's permits of generation gen stale by why.
+func (m *fleetModel) staled(i int, gen uint64, why string) {
 	for _, p := range m.held {
-		if p.mgr == i && p.gen == v.gen && p.staleBy == "" {
+		if p.mgr == i && p.gen == gen && p.staleBy == "" {
 			p.staleBy = why
 		}
 	}
-	v.state, v.until, v.forced, v.ghost, v.late = st, until, forced, false, false
-	v.gen++
 }
 
-// newEpoch is what every manager does when the fleet moves to another
-// epoch: the lease it kept goes.
-func (m *fleetModel) newEpoch() {
+// followView is what the manager does with status st of the store, asked
+// for (or heard of) at at: store.Follow, applied as the manager applies it.
+// The mirror holds the lease while its probe is its current state: not
+// once the probe's time ran out, though it keeps the lease until the
+// probe's permit is released.
+func followView(v *mgrView, st store.Status, at, now time.Time, onLoop bool) {
+	holder := v.lease != 0 && v.state == breaker.Probing && v.lease == v.gen
+	cur := store.Mirror{State: v.state, Epoch: v.epoch, Until: v.until, Forced: v.forced, Holder: holder}
+	next, changed := store.Follow(cur, st, at, now)
+	if !changed {
+		return
+	}
+	if next.Epoch > v.epoch {
+		v.epoch, v.lease = next.Epoch, 0
+	}
+	if next.State == v.state && next.Forced == v.forced {
+		// The same state: only the loop corrects an open period's end.
+		if onLoop && v.state == breaker.Open && !next.Until.IsZero() {
+			v.until = next.Until
+		}
+		return
+	}
+	moveView(v, next.State, next.Until, next.Forced)
+}
+
+// follow is followView on manager i's view (and its alternative), by why
+// ("resync", "deliver", "reply", or what made the change).
+func (m *fleetModel) follow(i int, st store.Status, at time.Time, onLoop bool, why string) {
+	v := &m.mgrs[i]
+	before := *v
+	var alt *mgrView
+	if v.alt != nil {
+		a := *v.alt
+		followView(&a, st, at, m.now, onLoop)
+		alt = &a
+	}
+	got := before
+	got.alt = nil
+	followView(&got, st, at, m.now, onLoop)
+	if before.lease != 0 && before.lease != before.gen && got.state != before.state {
+		// Its probe's time ran out, and it follows the fleet all the
+		// same, though it keeps the lease it had.
+		m.edge("ran-out-prober-follows")
+	}
+	if got.gen != before.gen {
+		m.staled(i, before.gen, why)
+	}
+	got.alt = alt
+	*v = got
+
+	switch {
+	case why == "deliver" && st.Epoch < before.epoch:
+		m.edge("late-echo-ignored")
+	case why == "resync" && st.Epoch > before.epoch && !st.Opened():
+		m.edge("missed-close-learnt-by-resync")
+	case why == "resync" && st.Epoch > before.epoch:
+		m.edge("missed-opening-learnt-by-resync")
+	case why == "resync" && before.state == breaker.HalfOpen && got.state == breaker.Probing:
+		m.edge("lease-learnt-by-resync")
+	case why == "resync" && before.state == breaker.Probing && got.state == breaker.HalfOpen:
+		m.edge("lost-lease-learnt-by-resync")
+	case why == "reply" && st.Epoch > before.epoch:
+		m.edge("missed-change-learnt-by-reply")
+	}
+}
+
+// publish hands change c, made at now, to every manager's watch: a held
+// one queues it, the others follow it.
+func (m *fleetModel) publish(c store.Change, why string) {
 	for i := range m.mgrs {
-		m.mgrs[i].lease = 0
+		v := &m.mgrs[i]
+		if v.held {
+			v.queue = append(v.queue, c)
+			continue
+		}
+		m.follow(i, c.Status(), m.now, true, why)
+	}
+}
+
+// raise moves manager i's epoch up to e, as its own store calls' replies
+// do; a newer epoch ends the lease it kept.
+func (m *fleetModel) raise(i int, e uint64) {
+	for _, v := range []*mgrView{&m.mgrs[i], m.mgrs[i].alt} {
+		if v != nil && e > v.epoch {
+			v.epoch, v.lease = e, 0
+		}
 	}
 }
 
@@ -196,9 +306,13 @@ func (m *fleetModel) newEpoch() {
 // nil for a declined call.
 func (m *fleetModel) acquire(i int) *fleetPermit {
 	v := &m.mgrs[i]
+	f := &m.store
 	switch v.state {
 	case breaker.Closed:
-		p := &fleetPermit{mgr: i, gen: v.gen, epoch: m.store.epoch}
+		if f.opened() {
+			m.edge("admitted-unaware")
+		}
+		p := &fleetPermit{mgr: i, gen: v.gen, epoch: v.epoch}
 		m.held = append(m.held, p)
 		return p
 	case breaker.Open, breaker.Probing:
@@ -206,43 +320,47 @@ func (m *fleetModel) acquire(i int) *fleetPermit {
 		return nil
 	}
 	// Half-open: the caller takes the local probe slot and asks the store
-	// for the lease.
+	// for the lease of the manager's epoch.
 	m.move(i, breaker.Probing, time.Time{}, false, "probe")
-	f := &m.store
-	switch f.state(m.now) {
-	case breaker.HalfOpen:
-		f.holder, f.probeTo = i, m.now.Add(sharedProbeTime)
+	if v.epoch > f.epoch {
+		panic(fmt.Sprintf("model: manager %d in epoch %d, above the store's %d", i, v.epoch, f.epoch))
+	}
+	if v.epoch == f.epoch && f.state(m.now) == breaker.HalfOpen {
+		f.holder, f.holderGen, f.probeTo = i, v.gen, m.now.Add(v.probe)
 		v.until, v.lease = f.probeTo, v.gen
+		if v.alt != nil {
+			v.alt.until, v.alt.lease = f.probeTo, v.gen
+		}
 		if m.probes[f.epoch]++; m.probes[f.epoch] > 1 {
 			m.edge("probe-again-in-epoch")
 		}
 		m.edge("probe-granted")
-		p := &fleetPermit{mgr: i, gen: v.gen, probe: true, epoch: f.epoch}
+		p := &fleetPermit{mgr: i, gen: v.gen, probe: true, epoch: v.epoch}
 		m.held = append(m.held, p)
 		return p
-	case breaker.Probing:
-		// Another manager holds the lease: declined, and following it,
-		// for at least a millisecond (the manager's floor on the
-		// refused probe's timer).
-		v.until = f.probeTo
-		if floor := m.now.Add(time.Millisecond); v.until.Before(floor) {
-			v.until, v.late = floor, true
+	}
+	// Refused: declined, and following what the store says, the lease
+	// another holds for at least a millisecond (the manager's floor on the
+	// refused probe's timer).
+	m.edge("probe-refused")
+	_, probe := f.remaining(m.now)
+	v.until = m.now.Add(max(probe, time.Millisecond))
+	if !v.until.Equal(f.probeTo) {
+		v.late = true
+		if probe > 0 {
 			m.edge("refused-lease-floor")
 		}
-		m.edge("probe-refused")
-		return nil
 	}
-	panic(fmt.Sprintf("model: manager %d half-open while the fleet is %v", i, f.state(m.now)))
+	if v.alt != nil {
+		v.alt.until, v.alt.late = v.until, v.late
+	}
+	m.follow(i, f.status(m.now), m.now, false, "reply")
+	return nil
 }
 
 // release releases the held permit p with outcome o.
 func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
-	for j, q := range m.held {
-		if q == p {
-			m.held = append(m.held[:j], m.held[j+1:]...)
-			break
-		}
-	}
+	m.forget(p)
 	v := &m.mgrs[p.mgr]
 	if p.probe {
 		m.releaseProbe(p, o)
@@ -268,7 +386,13 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 		f.runBy |= 1 << p.mgr
 		f.runTo = m.now.Add(sharedFailureTTL)
 		v.dirty = true
-		if f.run >= m.k {
+		switch {
+		case f.opened():
+			// The fleet is open already: the reply says so.
+			m.edge("failure-while-fleet-open")
+			m.follow(p.mgr, f.status(m.now), m.now, false, "reply")
+		case f.run >= m.k:
+			m.raise(p.mgr, f.epoch)
 			m.trip(p.mgr)
 		}
 	case classify.Success:
@@ -300,97 +424,97 @@ func (m *fleetModel) trip(i int) {
 			break
 		}
 	}
-	f.epoch++
-	f.openTo, f.holder, f.probeTo, f.forced = m.now.Add(d), -1, time.Time{}, false
 	m.tripped, m.tripAt, m.opener = true, m.now, i
-	m.newEpoch()
-	// The opener trips, and the others follow the opening.
+	// The opener trips here, then opens the store in the closed epoch
+	// the trip was counted in, and follows its new epoch.
 	m.move(i, breaker.Open, m.now.Add(d), false, "trip")
 	if d == 0 {
 		m.edge("trip-period-over")
 		m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 	}
-	for j := range m.mgrs {
-		if j != i {
-			m.follow(j, "trip")
-		}
-	}
-}
-
-// follow moves manager j to the fleet's state, as it does when it hears of
-// a change that moved the fleet to a new epoch.
-func (m *fleetModel) follow(j int, why string) {
-	f := &m.store
-	st := f.state(m.now)
-	until := time.Time{}
-	switch st {
-	case breaker.Open:
-		until = f.openTo
-	case breaker.Probing:
-		until = f.probeTo
-	}
-	m.move(j, st, until, f.forced, why)
+	f.epoch++
+	f.openTo, f.holder, f.probeTo, f.forced = m.now.Add(d), -1, time.Time{}, false
+	m.raise(i, f.epoch)
+	m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d}, "trip")
 }
 
 // releaseProbe releases the probe permit p with outcome o.
 func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
-	v := &m.mgrs[p.mgr]
-	if v.lease == p.gen {
+	i := p.mgr
+	v := &m.mgrs[i]
+	kept := v.lease == p.gen
+	if kept {
 		v.lease = 0
+		if v.alt != nil {
+			v.alt.lease = 0
+		}
 	}
-	if v.state != breaker.Probing || v.gen != p.gen {
+	current := v.state == breaker.Probing && v.gen == p.gen
+	if !current {
 		m.edge("fenced-probe-by-" + p.staleBy)
 		return
 	}
-	f := &m.store
-	if f.holder != p.mgr || !f.probeTo.After(m.now) || f.epoch != p.epoch {
-		panic(fmt.Sprintf("model: manager %d probing in gen %d without the fleet's lease", p.mgr, p.gen))
+	if !kept {
+		panic(fmt.Sprintf("model: manager %d probes in gen %d without its lease", i, p.gen))
 	}
-	f.holder, f.probeTo = -1, time.Time{}
-	switch o {
-	case classify.Success:
-		m.edge("probe-success")
-		f.epoch++
-		f.openTo, f.run, f.runBy = time.Time{}, 0, 0
-		m.newEpoch()
-		for j := range m.mgrs {
-			m.move(j, breaker.Closed, time.Time{}, false, "verdict")
-		}
-	case classify.Ignore:
-		m.edge("probe-ignored")
-		m.move(p.mgr, breaker.HalfOpen, time.Time{}, false, "verdict")
-		for j := range m.mgrs {
-			w := &m.mgrs[j]
-			if j == p.mgr || w.state != breaker.Probing {
-				continue
-			}
-			if w.lease != 0 {
-				// A manager that keeps a lease that ran out takes
-				// itself for the holder and keeps following the lease
-				// given back, until its end.
-				m.withAlt(j, func() { m.move(j, breaker.HalfOpen, time.Time{}, false, "verdict") })
-				m.mgrs[j].ghost = true
-				m.edge("stale-holder")
-				continue
-			}
-			m.move(j, breaker.HalfOpen, time.Time{}, false, "verdict")
-		}
-	case classify.Failure:
-		m.edge("probe-failure")
+	f := &m.store
+	valid := f.holder == i && f.holderGen == p.gen && f.probeTo.After(m.now) && f.epoch == p.epoch
+	switch {
+	case o == classify.Failure:
+		// The breaker opens here for its Recover's period; the manager
+		// then sends the verdict, with that period.
 		d := v.open
-		f.epoch += 2
-		f.openTo = m.now.Add(d)
-		m.newEpoch()
-		m.move(p.mgr, breaker.Open, f.openTo, false, "verdict")
+		m.edge("probe-failure")
+		m.move(i, breaker.Open, m.now.Add(d), false, "verdict")
+		if !valid {
+			m.edge("verdict-fenced-in-store")
+			st := f.status(m.now)
+			if d == 0 {
+				// The store's answer may come before the timer of the
+				// period of zero, or after.
+				before := m.mgrs[i]
+				before.alt = nil
+				m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
+				m.follow(i, st, m.now, true, "reply")
+				other := before
+				followView(&other, st, m.now, m.now, true)
+				if other.state == breaker.Open && other.gen == before.gen {
+					moveView(&other, breaker.HalfOpen, time.Time{}, false)
+				}
+				if w := &m.mgrs[i]; w.alt == nil && (other.state != w.state || other.gen != w.gen || other.forced != w.forced) {
+					w.alt = &other
+				}
+				return
+			}
+			m.follow(i, st, m.now, true, "reply")
+			return
+		}
 		if d == 0 {
 			m.edge("reopen-period-over")
-			m.move(p.mgr, breaker.HalfOpen, time.Time{}, false, "timer")
+			m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 		}
-		for j := range m.mgrs {
-			if j != p.mgr {
-				m.follow(j, "verdict")
-			}
-		}
+		f.epoch += 2
+		f.openTo, f.holder, f.probeTo = m.now.Add(d), -1, time.Time{}
+		m.raise(i, f.epoch)
+		m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d}, "verdict")
+	case !valid:
+		// The store refuses the verdict: it is applied here as an ignored
+		// probe, and the breaker follows what the store says.
+		m.edge("verdict-fenced-in-store")
+		m.move(i, breaker.HalfOpen, time.Time{}, false, "verdict")
+		m.follow(i, f.status(m.now), m.now, false, "reply")
+	case o == classify.Success:
+		m.edge("probe-success")
+		f.epoch++
+		f.openTo, f.holder, f.probeTo, f.run, f.runBy = time.Time{}, -1, time.Time{}, 0, 0
+		m.raise(i, f.epoch)
+		m.move(i, breaker.Closed, time.Time{}, false, "verdict")
+		m.publish(store.Change{Kind: store.Closed, Epoch: f.epoch}, "verdict")
+	default:
+		m.edge("probe-ignored")
+		f.holder, f.probeTo = -1, time.Time{}
+		m.move(i, breaker.HalfOpen, time.Time{}, false, "verdict")
+		m.publish(store.Change{Kind: store.Released, Epoch: f.epoch}, "verdict")
 	}
 }
 
@@ -398,16 +522,15 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 func (m *fleetModel) forceOpen(i int) {
 	f := &m.store
 	m.edge("force-from-" + m.fleetName())
-	m.mgrs[i].lease = 0
-	if f.forced && f.opened() {
-		return
+	v := &m.mgrs[i]
+	v.lease = 0
+	if !(f.forced && f.opened()) {
+		f.epoch += 1 + f.epoch%2
+		f.openTo, f.holder, f.probeTo, f.forced = time.Time{}, -1, time.Time{}, true
+		defer m.publish(store.Change{Kind: store.Forced, Epoch: f.epoch}, "force")
 	}
-	f.epoch += 1 + f.epoch%2
-	f.openTo, f.holder, f.probeTo, f.forced = time.Time{}, -1, time.Time{}, true
-	m.newEpoch()
-	for j := range m.mgrs {
-		m.move(j, breaker.Open, time.Time{}, true, "force")
-	}
+	m.raise(i, f.epoch)
+	m.move(i, breaker.Open, time.Time{}, true, "force")
 }
 
 // reset is Reset on manager i.
@@ -424,10 +547,39 @@ func (m *fleetModel) reset(i int) {
 	}
 	f.epoch += 2 - f.epoch%2
 	f.openTo, f.holder, f.probeTo, f.forced, f.run, f.runBy = time.Time{}, -1, time.Time{}, false, 0, 0
-	m.newEpoch()
-	for j := range m.mgrs {
-		m.move(j, breaker.Closed, time.Time{}, false, "reset")
+	m.mgrs[i].lease = 0
+	m.raise(i, f.epoch)
+	m.move(i, breaker.Closed, time.Time{}, false, "reset")
+	m.publish(store.Change{Kind: store.Reset, Epoch: f.epoch}, "reset")
+}
+
+// hold makes manager i's watch hold the changes it hears of.
+func (m *fleetModel) hold(i int) {
+	m.edge("watch-held")
+	m.mgrs[i].held, m.mgrs[i].unsure = true, true
+}
+
+// deliver hands manager i the changes its watch held, in order, now.
+func (m *fleetModel) deliver(i int) {
+	v := &m.mgrs[i]
+	q := v.queue
+	v.queue, v.held = nil, false
+	if len(q) > 0 {
+		m.edge("changes-delivered-late")
 	}
+	for _, c := range q {
+		m.follow(i, c.Status(), m.now, true, "deliver")
+	}
+}
+
+// drop loses the changes manager i's watch held.
+func (m *fleetModel) drop(i int) {
+	v := &m.mgrs[i]
+	if len(v.queue) > 0 {
+		m.edge("changes-lost")
+		v.unsure = true
+	}
+	v.queue, v.held = nil, false
 }
 
 // fleetName names the fleet's state for the edges.
@@ -463,18 +615,13 @@ func (m *fleetModel) next() time.Time {
 	return at
 }
 
-// nextDeadline is the earliest end of a period or of a lease, in the store
-// or in a manager, after now, or the zero time.
+// nextDeadline is the earliest end of a period or of a lease in a manager
+// after now, or the zero time.
 func (m *fleetModel) nextDeadline() time.Time {
 	var at time.Time
-	consider := func(t time.Time) {
-		if t.After(m.now) && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
-	}
 	for _, v := range m.mgrs {
-		if (v.state == breaker.Open || v.state == breaker.Probing) && !v.forced {
-			consider(v.until)
+		if (v.state == breaker.Open || v.state == breaker.Probing) && !v.forced && v.until.After(m.now) && (at.IsZero() || v.until.Before(at)) {
+			at = v.until
 		}
 	}
 	return at
@@ -493,12 +640,16 @@ func (m *fleetModel) advanceTo(t time.Time) {
 	for i := range m.mgrs {
 		v := &m.mgrs[i]
 		if (v.state == breaker.Open || v.state == breaker.Probing) && !v.forced && !v.until.After(t) {
-			if v.state == breaker.Open {
+			switch {
+			case v.state == breaker.Open:
 				m.edge("open-period-ends")
-			} else if v.lease == v.gen {
+			case v.lease == v.gen:
 				m.edge("probe-time-ends")
 			}
 			m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
+		}
+		if a := v.alt; a != nil && (a.state == breaker.Open || a.state == breaker.Probing) && !a.forced && !a.until.After(t) {
+			moveView(a, breaker.HalfOpen, time.Time{}, false)
 		}
 	}
 	for i := range m.mgrs {
@@ -507,41 +658,8 @@ func (m *fleetModel) advanceTo(t time.Time) {
 			continue
 		}
 		v.resyncAt = t.Add(m.resync)
-		if f.state(t) == breaker.HalfOpen && v.state == breaker.Probing && v.lease == 0 {
-			// A manager following a lease given back (see ghost) learns
-			// that it was, once it keeps no lease of its own.
-			m.edge("ghost-ends-by-resync")
-			m.move(i, breaker.HalfOpen, time.Time{}, false, "learn")
-			continue
-		}
-		if f.state(t) != breaker.Probing || f.holder == i || v.state != breaker.HalfOpen {
-			continue
-		}
-		// Another manager holds the lease: this one learns of it.
-		if v.lease != 0 {
-			// It keeps a lease of its own that ran out, and takes itself
-			// for the holder: it does not follow the lease.
-			m.withAlt(i, func() { m.move(i, breaker.Probing, f.probeTo, false, "learn") })
-			m.edge("stale-holder")
-			continue
-		}
-		m.edge("lease-learnt-by-resync")
-		m.move(i, breaker.Probing, f.probeTo, false, "learn")
+		m.follow(i, f.status(t), t, true, "resync")
 	}
-}
-
-// withAlt records as manager i's alternative view the one f makes, and
-// keeps its view as it is: the manager does not do what the contract asks
-// (f) there, by a known bug, and either is accepted until it is fixed.
-func (m *fleetModel) withAlt(i int, f func()) {
-	kept := m.mgrs[i]
-	kept.alt = nil
-	m.mgrs[i] = kept
-	f()
-	good := m.mgrs[i]
-	good.alt, good.lease = nil, 0
-	m.mgrs[i] = kept
-	m.mgrs[i].alt = &good
 }
 
 // forget drops the held permit p: the script will not release it.
