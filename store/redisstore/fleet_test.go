@@ -278,16 +278,32 @@ func helperMain() int {
 		return 2
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
-	call := func(ctx context.Context) error {
-		resp, err := client.Get(cfg.Service)
+	// call makes one call through the breaker. The request says whether
+	// its permit is a probe and when it was granted (on the host's clock,
+	// which the parent shares), so that the service can tell a call let
+	// through before the fleet opened, however late it arrives on a loaded
+	// machine, from one let through while it probes.
+	call := func() error {
+		p, err := b.Acquire(context.Background())
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
-		if resp.StatusCode >= 500 {
-			return fmt.Errorf("status %d", resp.StatusCode)
+		req, err := http.NewRequest(http.MethodGet, cfg.Service, nil)
+		if err != nil {
+			p.Release(err)
+			return err
 		}
-		return nil
+		req.Header.Set("X-Probe", strconv.FormatBool(p.Probe()))
+		req.Header.Set("X-Admitted", strconv.FormatInt(time.Now().UnixNano(), 10))
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode >= 500 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		p.Release(err)
+		return err
 	}
 	var calls, declined atomic.Int64
 	var wg sync.WaitGroup
@@ -297,7 +313,7 @@ func helperMain() int {
 		go func() {
 			defer wg.Done()
 			for inARow := 0; time.Now().Before(deadline); {
-				err := b.Do(context.Background(), call)
+				err := call()
 				switch {
 				case errors.Is(err, breaker.ErrOpen):
 					declined.Add(1)
@@ -399,15 +415,37 @@ func TestFleetProcessesTripTogether(t *testing.T) {
 }
 
 // When the open period ends, four processes with fifty goroutines each make
-// exactly one trial call between them.
+// exactly one trial call between them, and no process lets a call through
+// while it is in flight. A call let through before the fleet opened may
+// reach the service late (a loaded machine delays requests by hundreds of
+// milliseconds): it is no trial, and the service tells it by the instant its
+// permit was granted.
 func TestFleetProcessesOneProbe(t *testing.T) {
 	srv := redistest.Start(t)
 	var failing atomic.Bool
 	failing.Store(true)
 	var mu sync.Mutex
-	var trials, concurrent int
-	probing, probed := false, false
+	var trials int
+	var during []string          // calls let through while the trial was in flight (the first ten)
+	var probeFrom, probeTo int64 // when the trial's permit was granted, and when the trial ended
+	probed := false
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probe := r.Header.Get("X-Probe") == "true"
+		admitted, err := strconv.ParseInt(r.Header.Get("X-Admitted"), 10, 64)
+		if err != nil {
+			panic(fmt.Sprintf("a call without its permit's instant: %v", err))
+		}
+		mu.Lock()
+		switch {
+		case probe:
+			trials++
+		case probeFrom != 0 && admitted >= probeFrom && (probeTo == 0 || admitted <= probeTo) && len(during) < 10:
+			during = append(during, fmt.Sprintf("a call granted %v after the trial's permit", time.Duration(admitted-probeFrom)))
+		}
+		if probe && probeFrom != 0 && probeTo == 0 && len(during) < 10 {
+			during = append(during, fmt.Sprintf("a second trial, granted %v after the first", time.Duration(admitted-probeFrom)))
+		}
+		mu.Unlock()
 		if failing.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 			go func() { // the fleet is open well before the period ends
@@ -417,21 +455,15 @@ func TestFleetProcessesOneProbe(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		if probed {
+		if !probe || probed || probeFrom != 0 {
 			mu.Unlock()
-			return // after the probe: the fleet is closed again
+			return // a call from before the fleet opened, or after it closed again
 		}
-		trials++
-		if probing {
-			concurrent++
-			mu.Unlock()
-			return
-		}
-		probing = true
+		probeFrom = admitted
 		mu.Unlock()
 		time.Sleep(300 * time.Millisecond) // a slow trial: others must wait, not call
 		mu.Lock()
-		probing, probed = false, true
+		probeTo, probed = time.Now().UnixNano(), true
 		mu.Unlock()
 	}))
 	defer svc.Close()
@@ -440,5 +472,5 @@ func TestFleetProcessesOneProbe(t *testing.T) {
 	defer mu.Unlock()
 	assert.True(t, probed, "the trial call was made")
 	assert.Equal(t, 1, trials, "trial calls made by four processes of fifty goroutines")
-	assert.Zero(t, concurrent, "calls made while the trial was in flight")
+	assert.Empty(t, during, "calls let through while the trial was in flight")
 }
