@@ -87,11 +87,15 @@ const (
 	// the changes the store delivers (arg%3 == 0), or it hands them over
 	// late, in order (1), or loses them (2, a pub/sub message lost).
 	shWatch
+	// shJoin starts one more manager (up to sharedMaxManagers), with open
+	// period sharedOpens[arg%8] and probe time sharedProbes[(arg/8)%6],
+	// and registers the breaker: it joins the fleet in whatever state.
+	shJoin
 
 	numSharedOps
 )
 
-var sharedOpNames = [numSharedOps]string{"acquire", "release", "advance", "advance-edge", "force-open", "reset", "watch"}
+var sharedOpNames = [numSharedOps]string{"acquire", "release", "advance", "advance-edge", "force-open", "reset", "watch", "join"}
 
 type sharedOp struct {
 	kind sharedOpKind
@@ -108,6 +112,8 @@ func (o sharedOp) String() string {
 		return fmt.Sprintf("advance-edge(%+dns)", int(o.arg%3)-1)
 	case shWatch:
 		return fmt.Sprintf("watch(%d, %s)", o.arg/3, [3]string{"hold", "deliver", "lose"}[o.arg%3])
+	case shJoin:
+		return fmt.Sprintf("join(open %v, probe %v)", sharedOpens[o.arg%8], sharedProbes[int(o.arg/8)%len(sharedProbes)])
 	}
 	return fmt.Sprintf("%s(%d)", sharedOpNames[o.kind], o.arg)
 }
@@ -141,9 +147,10 @@ var (
 // instants a clock advance stops at (each costs the mock clock a real
 // millisecond or more).
 const (
-	sharedMaxOps   = 200
-	sharedMaxSteps = 300
-	sharedMaxHeld  = 32
+	sharedMaxManagers = 5
+	sharedMaxOps      = 200
+	sharedMaxSteps    = 300
+	sharedMaxHeld     = 32
 )
 
 // sharedHeader is the configuration the first four bytes select.
@@ -178,9 +185,10 @@ func decodeShared(data []byte) (sharedHeader, []sharedOp) {
 // sharedOpTable maps an operation's byte to its kind: calls are frequent,
 // clock moves less, manual actions rare, so that a random script goes
 // round the protocol rather than resetting it.
-var sharedOpTable = [16]sharedOpKind{
+var sharedOpTable = [17]sharedOpKind{
 	shAcquire, shRelease, shAcquire, shRelease, shAcquire, shRelease, shAcquire, shRelease,
 	shAdvance, shAdvance, shAdvanceEdge, shAdvanceEdge, shForceOpen, shReset, shWatch, shWatch,
+	shJoin,
 }
 
 // encodeShared is the inverse of decodeShared.
@@ -283,19 +291,22 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 	var ms []*manager.Manager
 	var bs []*manager.Breaker
 	var gates []*gatedWatch
-	for i := range hd.n {
+	start := func(open, probe time.Duration) {
 		m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: hd.resync})
-		defer m.Stop()
+		t.Cleanup(m.Stop)
 		gate := &gatedWatch{Memory: mem}
 		b, err := m.Register(name, manager.Config{
 			Strategy: breaker.Consecutive{Failures: hd.k},
-			Recover:  fixedPeriods{open: hd.opens[i], probe: hd.probes[i]},
+			Recover:  fixedPeriods{open: open, probe: probe},
 			Store:    gate,
 		})
 		if err != nil {
-			t.Fatalf("Register on manager %d: %v", i, err)
+			t.Fatalf("Register on manager %d: %v", len(bs), err)
 		}
 		ms, bs, gates = append(ms, m), append(bs, b), append(gates, gate)
+	}
+	for i := range hd.n {
+		start(hd.opens[i], hd.probes[i])
 	}
 	syncFleet(ms)
 	mod := newFleetModel(hd.k, hd.opens, hd.probes, hd.resync, mock.Now())
@@ -330,7 +341,7 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 		fmt.Fprintf(&trace, "  %3d +%v %v\n", i, mock.Now().Sub(t0), op)
 		switch op.kind {
 		case shAcquire:
-			mi := int(op.arg) % hd.n
+			mi := int(op.arg) % len(bs)
 			p, err := bs[mi].Acquire(context.Background())
 			if err == nil && p.Probe() {
 				// At the instant it is granted, no other probe of its
@@ -403,19 +414,26 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 			}
 			continue
 		case shForceOpen:
-			mi := int(op.arg) % hd.n
+			mi := int(op.arg) % len(bs)
 			if err := bs[mi].ForceOpen(); err != nil {
 				fatalf("ForceOpen on manager %d: %v", mi, err)
 			}
 			mod.forceOpen(mi)
 		case shReset:
-			mi := int(op.arg) % hd.n
+			mi := int(op.arg) % len(bs)
 			if err := bs[mi].Reset(); err != nil {
 				fatalf("Reset on manager %d: %v", mi, err)
 			}
 			mod.reset(mi)
+		case shJoin:
+			if len(bs) == sharedMaxManagers {
+				continue
+			}
+			open, probe := sharedOpens[op.arg%8], sharedProbes[int(op.arg/8)%len(sharedProbes)]
+			start(open, probe)
+			mod.join(open, probe)
 		case shWatch:
-			mi := int(op.arg/3) % hd.n
+			mi := int(op.arg/3) % len(bs)
 			switch op.arg % 3 {
 			case 0:
 				gates[mi].hold()
@@ -596,6 +614,10 @@ func shHold(i byte) sharedOp    { return sharedOp{kind: shWatch, arg: 3 * i} }
 func shDeliver(i byte) sharedOp { return sharedOp{kind: shWatch, arg: 3*i + 1} }
 func shLose(i byte) sharedOp    { return sharedOp{kind: shWatch, arg: 3*i + 2} }
 
+// shJoin starts a manager with open period sharedOpens[open] and probe
+// time sharedProbes[probe].
+func shJoinOp(open, probe byte) sharedOp { return sharedOp{kind: shJoin, arg: open + 8*probe} }
+
 // shFail and shSucceed are a call on manager i that fails or succeeds.
 func shFail(i byte) []sharedOp    { return []sharedOp{shAcq(i), shRel(0, oFailure)} }
 func shSucceed(i byte) []sharedOp { return []sharedOp{shAcq(i), shRel(0, oSuccess)} }
@@ -745,6 +767,21 @@ func sharedSeeds() []fuzzSeedShared {
 			),
 		},
 		{
+			// Managers join the fleet in every state: each follows the
+			// store from its Register, and one that joins a half-open
+			// fleet probes for its own probe time.
+			name:   "joiners",
+			header: shHeader(2, 1, 4, 1, 3), // open 1s, 50ms
+			ops: shOps(
+				shFail(0), shJoinOp(0, 1), // joins an open fleet: open until the opener's deadline
+				shEdge(0), shJoinOp(2, 2), // joins a half-open one, and probes for its 300ms
+				shAcq(3), shRel(0, oSuccess), shFail(3), shEdge(0), // closed, and tripped by the joiner
+				shAcq(2), shJoinOp(1, 4), shAcq(4), shEdge(0), // the joiner of a probing fleet follows the lease
+				shForce(0), shJoinOp(3, 3), // a sixth manager is past the bound: nothing
+				shAcq(3), shRst(4), shAcq(2), shRel(0, oFailure),
+			),
+		},
+		{
 			name:   "run-forgotten",
 			header: shHeader(2, 2, 4, 1, 3),
 			ops: shOps(
@@ -823,6 +860,8 @@ var sharedEdges = []string{
 	"watch-held", "changes-delivered-late", "changes-lost", "late-echo-ignored",
 	"admitted-unaware", "failure-while-fleet-open", "missed-change-learnt-by-reply",
 	"missed-close-learnt-by-resync", "missed-opening-learnt-by-resync", "lost-lease-learnt-by-resync",
+	// Managers joining the fleet in every state.
+	"join-closed", "join-open", "join-half_open", "join-probing", "join-forced", "managers-5",
 }
 
 // The seed corpus in testdata/fuzz/FuzzSharedModel is the seed scripts

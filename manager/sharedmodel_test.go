@@ -553,6 +553,15 @@ func (m *fleetModel) reset(i int) {
 	m.publish(store.Change{Kind: store.Reset, Epoch: f.epoch}, "reset")
 }
 
+// join adds a manager, with open period open and probe time probe, that
+// registers the breaker now: it follows the store's status from the start.
+func (m *fleetModel) join(open, probe time.Duration) {
+	m.edge("join-" + m.fleetName())
+	m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: m.now.Add(m.resync), open: open, probe: probe})
+	m.follow(len(m.mgrs)-1, m.store.status(m.now), m.now, true, "join")
+	m.edge(fmt.Sprintf("managers-%d", len(m.mgrs)))
+}
+
 // hold makes manager i's watch hold the changes it hears of.
 func (m *fleetModel) hold(i int) {
 	m.edge("watch-held")
