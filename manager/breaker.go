@@ -271,9 +271,9 @@ func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
 	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
 		b.stats.Add(statStale)
-		return
+	} else {
+		b.mgr.send(note{b: b, step: step})
 	}
-	b.mgr.send(note{b: b, step: step})
 	if then != nil {
 		then()
 	}

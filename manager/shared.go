@@ -68,6 +68,7 @@ type shared struct {
 	down     atomic.Bool               // the store could not be reached: the fallback is in effect; set by the loop once it applies
 	losing   atomic.Bool               // a failed store call was reported to the loop, which has yet to apply the fallback
 	forcing  atomic.Bool               // forced open while the store was unreachable: the fleet's forcing is on its way, and nothing the store says before it is followed
+	deciding atomic.Bool               // a caller is applying its probe's verdict in the store: the loop follows nothing meanwhile
 	downAt   uint64                    // owned by the loop: the hub's status calls started when the fallback applied
 	errors   atomic.Uint64
 }
@@ -351,6 +352,12 @@ func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (cla
 	if l == nil || o == classify.Failure || sh.down.Load() {
 		return o, nil
 	}
+	// The store delivers the change the verdict makes to this process's
+	// own watch, maybe before Resolve returns: the loop must not follow it
+	// before the verdict is applied here, which would close the breaker as
+	// someone else's decision and make the probe's release stale.
+	sh.deciding.Store(true)
+	done := func() { sh.deciding.Store(false) }
 	at := b.mgr.clk.Now()
 	var st store.Status
 	var applied bool
@@ -364,9 +371,9 @@ func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (cla
 	case applied:
 		sh.raiseEpoch(st.Epoch)
 	default:
-		return classify.Ignore, func() { sh.follow(st, at, false) }
+		return classify.Ignore, func() { done(); sh.follow(st, at, false) }
 	}
-	return o, nil
+	return o, done
 }
 
 // leaseOf returns the lease this process holds for the probe of
@@ -442,11 +449,12 @@ func (sh *shared) failed(err error) {
 // for status st, asked for at at. On the loop it also corrects the end of
 // the current state's timer; a caller leaves that to the loop's next
 // resync. A halted breaker follows nothing, nor one whose forcing is on
-// its way to the store.
+// its way to the store, nor, on the loop, one whose probe's verdict a
+// caller is applying (the caller follows the store's answer itself).
 func (sh *shared) follow(st store.Status, at time.Time, onLoop bool) {
 	b := sh.b
 	s := b.mach.Snapshot()
-	if s.Halted || sh.forcing.Load() {
+	if s.Halted || sh.forcing.Load() || onLoop && sh.deciding.Load() {
 		return
 	}
 	now := b.mgr.clk.Now()

@@ -27,7 +27,7 @@ type truth interface {
 	probe(b *Breaker, ctx context.Context, t machine.Ticket, step machine.Step) (Permit, error)
 	// verdict runs as the probe of ticket t ends with outcome o, before the
 	// machine applies it. It returns the outcome to apply, and what to do
-	// once the step is applied (nil: nothing).
+	// once the machine has applied it, or found it stale (nil: nothing).
 	verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, func())
 	// force and reset run before ForceOpen and Reset apply here.
 	force(b *Breaker)
