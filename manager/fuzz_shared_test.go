@@ -713,6 +713,18 @@ func sharedSeeds() []fuzzSeedShared {
 			),
 		},
 		{
+			// A probe's verdict after its lease ran out is refused by the
+			// store, and its manager follows the store's answer: another
+			// manager's lease.
+			name:   "late-verdict",
+			header: shHeader(2, 1, 4, 1, 3), // open 1s, 50ms; probe 10s, 50ms; no resync
+			ops: shOps(
+				shFail(0), shEdge(0), shAcq(0), shAdv(sharedProbeTime), // manager 0's lease runs out
+				shAcq(1), shRel(1, oSuccess), // manager 1 probes; manager 0's late verdict
+				shRel(0, oSuccess),
+			),
+		},
+		{
 			// A caller refused a lease that ends within a millisecond
 			// declines for a millisecond.
 			name:   "lease-floor",
@@ -854,7 +866,7 @@ var sharedEdges = []string{
 	// Fenced outcomes and verdicts: they change nothing.
 	"fenced-call-by-trip", "fenced-call-by-force",
 	"fenced-probe-by-timer", "fenced-probe-by-force", "fenced-probe-by-reset",
-	"verdict-fenced-in-store",
+	"verdict-fenced-in-store", "late-verdict-refused",
 	// Changes heard late or lost: a manager learns from its calls and its
 	// resync, and old changes change nothing.
 	"watch-held", "changes-delivered-late", "changes-lost", "late-echo-ignored",
@@ -1029,16 +1041,12 @@ func (r *resolveThenSync) Resolve(ctx context.Context, name, token string, epoch
 
 // A probe's success or ignore is applied in the store before the breaker
 // changes here, and the store delivers its change to this process's watch
-// before Resolve returns. When the loop applies that change before the
+// before Resolve returns. Even when the loop takes that change before the
 // caller applies the verdict (here made certain by a Sync in between; the
-// loop may do it by itself on a busy machine), the breaker moves by
-// following the store (cause shared, no outcome) and the probe's own
-// release is counted stale: the prober's event and stats then depend on
-// timing.
-func TestSharedProbeVerdictRacesItsOwnChange(t *testing.T) {
-	if os.Getenv("FUSEBOX_KNOWN_BUGS") == "" {
-		t.Skip("known bug: a prober's loop may apply the store's change of its own verdict first: cause shared, and the probe counted stale")
-	}
+// loop may do it by itself on a busy machine), the breaker moves by the
+// probe's verdict (cause probe, with its outcome), and the probe's release
+// is not stale.
+func TestSharedProbeVerdictBeforeItsOwnChange(t *testing.T) {
 	for _, tc := range []struct {
 		outcome classify.Outcome
 		to      breaker.State
