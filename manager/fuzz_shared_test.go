@@ -1107,3 +1107,48 @@ func drainEvents(ch <-chan manager.Event) []manager.Event {
 		}
 	}
 }
+
+// While a caller applies its probe's verdict, its manager's loop follows
+// no store change of the breaker, so that the verdict's own change does not
+// move it first. A change another manager makes in that window (here a
+// ForceOpen, made certain to fall in it by the hook) is dropped, not
+// deferred: the prober stays closed while the fleet is forced, until its
+// next resync.
+func TestSharedChangeDuringAVerdictIsFollowed(t *testing.T) {
+	if os.Getenv("FUSEBOX_KNOWN_BUGS") == "" {
+		t.Skip("known bug: a change another manager makes while a caller applies its probe's verdict is dropped until the next resync")
+	}
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	hooked := &resolveThenSync{Memory: mem}
+	m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
+	t.Cleanup(m.Stop)
+	b, err := m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: fixedPeriods{open: time.Second, probe: time.Second}, Store: hooked})
+	require.NoError(t, err)
+	ms, others := startFleet(t, 1, mock, mem, fixedPeriods{open: time.Second, probe: time.Second})
+	ms = append(ms, m)
+
+	p, err := b.Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errSharedBoom)
+	syncFleet(ms)
+	mock.Add(time.Second)
+	syncFleet(ms)
+	p, err = b.Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, p.Probe())
+	syncFleet(ms)
+
+	hooked.after = func() {
+		// The probe closed the fleet; another manager forces it open
+		// before the prober has applied its verdict.
+		require.NoError(t, others[0].ForceOpen())
+		m.Sync()
+	}
+	p.Release(nil)
+	hooked.after = nil
+	syncFleet(ms)
+	s := b.Snapshot()
+	assert.Equal(t, breaker.Open, s.State, "the prober follows the forcing it heard of")
+	assert.True(t, s.Forced)
+}
