@@ -29,11 +29,15 @@ import (
 )
 
 // FuzzSharedModel decodes its input into a script over two to four
-// managers that share one breaker of Consecutive{Failures: k} through one
-// store.NewMemory on one mock clock, and plays it against fleetModel, the
-// reference model of one fleet breaker in sharedmodel_test.go. Every
-// operation is followed by two passes of Sync over every manager: on the
-// memory store Sync is a barrier, so the script is deterministic.
+// managers (up to five with those that join during it) that share one
+// breaker of Consecutive{Failures: k} through one store.NewMemory on one
+// mock clock, and plays it against fleetModel, the reference model of one
+// fleet breaker in sharedmodel_test.go. Every operation is followed by two
+// passes of Sync over every manager: on the memory store Sync is a
+// barrier, so the script is deterministic. A manager's watch can be made
+// to hold the changes it hears of, to hand them over late, or to lose
+// them, which is how a verdict or a call reaches the store after a change
+// its manager has not heard of.
 //
 // After every operation, and at every instant a clock advance stops at, it
 // checks:
@@ -42,18 +46,19 @@ import (
 //     model's: every trip, probe, verdict and manual action happened at the
 //     model's call, and nothing else moved the store;
 //   - every manager's snapshot (state, until, forced, generation) is the
-//     model's view of it, and agrees with the fleet: after a trip every
-//     manager is open until the opener's trip instant plus its Recover's
-//     open period; a manager forced open stays so until a Reset anywhere;
-//   - at most one probe permit is live in the fleet, the store's lease is
-//     its, and no probe is granted while the fleet is open, forced or
-//     probing elsewhere; a verdict or an outcome fenced by a trip, a
-//     timer, a ForceOpen or a Reset changes nothing.
+//     model's view of it, and, once it has heard of every change, agrees
+//     with the fleet: after a trip every manager is open until the
+//     opener's trip instant plus its Recover's open period; a manager
+//     forced open stays so until a Reset anywhere;
+//   - at most one probe permit is live per epoch, the one of the store's
+//     epoch holds the store's lease, and no probe is granted while the
+//     fleet is open, forced or probing elsewhere; a verdict or an outcome
+//     fenced by a trip, a timer, a ForceOpen or a Reset changes nothing.
 //
 // The input is a header of four bytes (how many managers, k, their open
-// periods, their probe times and the resync interval) and then pairs of bytes, an operation and
-// its argument; see decodeShared. The seed corpus in
-// testdata/fuzz/FuzzSharedModel takes every edge of the protocol (see
+// periods, their probe times and the resync interval) and then pairs of
+// bytes, an operation and its argument; see decodeShared. The seed corpus
+// in testdata/fuzz/FuzzSharedModel takes every edge of the protocol (see
 // TestFuzzSharedSeedCorpus); go test replays it on every run, and
 //
 //	go test ./manager -run '^$' -fuzz FuzzSharedModel -fuzztime 5m
