@@ -68,7 +68,8 @@ type shared struct {
 	down     atomic.Bool               // the store could not be reached: the fallback is in effect; set by the loop once it applies
 	losing   atomic.Bool               // a failed store call was reported to the loop, which has yet to apply the fallback
 	forcing  atomic.Bool               // forced open while the store was unreachable: the fleet's forcing is on its way, and nothing the store says before it is followed
-	deciding atomic.Bool               // a caller is applying its probe's verdict in the store: the loop follows nothing meanwhile
+	deciding atomic.Bool               // a caller is applying its probe's verdict in the store: the loop defers what it hears meanwhile
+	deferred atomic.Pointer[heard]     // the last status the loop heard while a caller was deciding
 	downAt   uint64                    // owned by the loop: the hub's status calls started when the fallback applied
 	errors   atomic.Uint64
 }
@@ -113,6 +114,47 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	}
 	b.mach.Wrap(sh.counter)
 	return sh, nil
+}
+
+// heard is a status a mirror heard, at at.
+type heard struct {
+	st store.Status
+	at time.Time
+}
+
+// deferTo keeps st, heard on the loop while a caller applies its probe's
+// verdict, for the caller to follow once the verdict is applied (endVerdict):
+// the verdict's own change, which the store may deliver before the verdict
+// returns, must not move the breaker first. Of what the loop hears
+// meanwhile, the status of the newest epoch is kept. It returns nil if the
+// status waits for the caller; otherwise the caller finished meanwhile, and
+// the loop follows what it returns itself.
+func (sh *shared) deferTo(st store.Status, at time.Time) *heard {
+	h := &heard{st: st, at: at}
+	for {
+		old := sh.deferred.Load()
+		if old != nil && old.st.Epoch > st.Epoch {
+			h = old
+			break
+		}
+		if sh.deferred.CompareAndSwap(old, h) {
+			break
+		}
+	}
+	if sh.deciding.Load() || !sh.deferred.CompareAndSwap(h, nil) {
+		return nil // the caller follows it, or took it already
+	}
+	return h
+}
+
+// endVerdict ends a caller's verdict: it follows what the loop heard
+// meanwhile, which a newer epoch (another process's ForceOpen, say) makes
+// news, and the verdict's own change leaves as it is.
+func (sh *shared) endVerdict() {
+	sh.deciding.Store(false)
+	if h := sh.deferred.Swap(nil); h != nil {
+		sh.follow(h.st, h.at, false)
+	}
 }
 
 // join reads the breaker's shared state as it registers, on the caller's
@@ -357,7 +399,7 @@ func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (cla
 	// before the verdict is applied here, which would close the breaker as
 	// someone else's decision and make the probe's release stale.
 	sh.deciding.Store(true)
-	done := func() { sh.deciding.Store(false) }
+	done := sh.endVerdict
 	at := b.mgr.clk.Now()
 	var st store.Status
 	var applied bool
@@ -449,12 +491,19 @@ func (sh *shared) failed(err error) {
 // for status st, asked for at at. On the loop it also corrects the end of
 // the current state's timer; a caller leaves that to the loop's next
 // resync. A halted breaker follows nothing, nor one whose forcing is on
-// its way to the store, nor, on the loop, one whose probe's verdict a
-// caller is applying (the caller follows the store's answer itself).
+// its way to the store. While a caller applies its probe's verdict, what
+// the loop hears waits for the verdict (see deferTo).
 func (sh *shared) follow(st store.Status, at time.Time, onLoop bool) {
 	b := sh.b
+	if onLoop && sh.deciding.Load() {
+		h := sh.deferTo(st, at)
+		if h == nil {
+			return
+		}
+		st, at = h.st, h.at
+	}
 	s := b.mach.Snapshot()
-	if s.Halted || sh.forcing.Load() || onLoop && sh.deciding.Load() {
+	if s.Halted || sh.forcing.Load() {
 		return
 	}
 	now := b.mgr.clk.Now()
