@@ -1116,13 +1116,9 @@ func drainEvents(ch <-chan manager.Event) []manager.Event {
 // While a caller applies its probe's verdict, its manager's loop follows
 // no store change of the breaker, so that the verdict's own change does not
 // move it first. A change another manager makes in that window (here a
-// ForceOpen, made certain to fall in it by the hook) is dropped, not
-// deferred: the prober stays closed while the fleet is forced, until its
-// next resync.
+// ForceOpen, made certain to fall in it by the hook) waits for the verdict
+// and is followed then, not dropped until the next resync.
 func TestSharedChangeDuringAVerdictIsFollowed(t *testing.T) {
-	if os.Getenv("FUSEBOX_KNOWN_BUGS") == "" {
-		t.Skip("known bug: a change another manager makes while a caller applies its probe's verdict is dropped until the next resync")
-	}
 	mock := clock.NewMock()
 	mem := store.NewMemory(mock)
 	hooked := &resolveThenSync{Memory: mem}
