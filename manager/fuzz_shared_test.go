@@ -596,8 +596,15 @@ func shAcq(i byte) sharedOp   { return sharedOp{kind: shAcquire, arg: i} }
 func shForce(i byte) sharedOp { return sharedOp{kind: shForceOpen, arg: i} }
 func shRst(i byte) sharedOp   { return sharedOp{kind: shReset, arg: i} }
 
+// Arguments of shRel's outcome.
+const (
+	shSuccess byte = iota
+	shFailure
+	shIgnore
+)
+
 // shRel releases the permit nth from the newest held with outcome o
-// (oSuccess, oFailure, oIgnore).
+// (shSuccess, shFailure, shIgnore).
 func shRel(nth, o byte) sharedOp { return sharedOp{kind: shRelease, arg: 3*nth + o} }
 
 // shEdge moves the clock to the next deadline of a manager, plus off
@@ -624,8 +631,8 @@ func shLose(i byte) sharedOp    { return sharedOp{kind: shWatch, arg: 3*i + 2} }
 func shJoinOp(open, probe byte) sharedOp { return sharedOp{kind: shJoin, arg: open + 8*probe} }
 
 // shFail and shSucceed are a call on manager i that fails or succeeds.
-func shFail(i byte) []sharedOp    { return []sharedOp{shAcq(i), shRel(0, oFailure)} }
-func shSucceed(i byte) []sharedOp { return []sharedOp{shAcq(i), shRel(0, oSuccess)} }
+func shFail(i byte) []sharedOp    { return []sharedOp{shAcq(i), shRel(0, shFailure)} }
+func shSucceed(i byte) []sharedOp { return []sharedOp{shAcq(i), shRel(0, shSuccess)} }
 
 func shOps(list ...any) []sharedOp {
 	var out []sharedOp
@@ -670,11 +677,11 @@ func sharedSeeds() []fuzzSeedShared {
 			ops: shOps(
 				shFail(0), shSucceed(1), shFail(1), shSucceed(0), // the run: 1, 1 (1 reported no failure), 2, 0 (0 did)
 				shFail(0), shFail(1), shSucceed(3), shAcq(2), shFail(2), // 1, 2, 2 (not reported), 3: manager 2 trips with its 0
-				shRel(0, oFailure),                     // the permit from before the trip is stale
-				shAcq(3), shAcq(1), shRel(1, oSuccess), // manager 3 probes, 1 is refused; closed
+				shRel(0, shFailure),                     // the permit from before the trip is stale
+				shAcq(3), shAcq(1), shRel(1, shSuccess), // manager 3 probes, 1 is refused; closed
 				shFail(3), shFail(3), shFail(1), // manager 1 trips: 3s
 				shAcq(0), shEdge(-1), shAcq(0), shEdge(0), // still open a nanosecond before
-				shAcq(1), shRel(0, oSuccess),
+				shAcq(1), shRel(0, shSuccess),
 			),
 		},
 		{
@@ -682,11 +689,11 @@ func sharedSeeds() []fuzzSeedShared {
 			header: shHeader(2, 1, 2, 1, 3), // open 30ms, 200ms
 			ops: shOps(
 				shFail(0), shEdge(0), // open 30ms, then half-open
-				shAcq(1), shRel(0, oFailure), // manager 1's failed probe opens for its 200ms
-				shEdge(0), shAcq(0), shRel(0, oIgnore), // an ignored probe gives the lease back
-				shAcq(1), shAcq(0), shRel(0, oSuccess), // a new probe in the same epoch; closed
+				shAcq(1), shRel(0, shFailure), // manager 1's failed probe opens for its 200ms
+				shEdge(0), shAcq(0), shRel(0, shIgnore), // an ignored probe gives the lease back
+				shAcq(1), shAcq(0), shRel(0, shSuccess), // a new probe in the same epoch; closed
 				shSucceed(0), shFail(1), shFail(1),
-				shEdge(1), shAcq(0), shRel(0, oSuccess),
+				shEdge(1), shAcq(0), shRel(0, shSuccess),
 			),
 		},
 		{
@@ -694,9 +701,9 @@ func sharedSeeds() []fuzzSeedShared {
 			header: shHeader(2, 2, 0, 1, 3), // open 0, 1ms
 			ops: shOps(
 				shFail(0), shFail(0), // the trip's period is over at once: half-open
-				shAcq(0), shRel(0, oFailure), // and so is the failed probe's
-				shAcq(1), shRel(0, oFailure), // manager 1's is 1ms
-				shAcq(0), shEdge(0), shAcq(0), shRel(0, oSuccess),
+				shAcq(0), shRel(0, shFailure), // and so is the failed probe's
+				shAcq(1), shRel(0, shFailure), // manager 1's is 1ms
+				shAcq(0), shEdge(0), shAcq(0), shRel(0, shSuccess),
 			),
 		},
 		{
@@ -712,9 +719,9 @@ func sharedSeeds() []fuzzSeedShared {
 				shAdv(sharedProbeTime),       // the lease runs out at 6s
 				shAcq(1), shAdv(time.Second), // manager 1 probes; at the resync 0 and 2 follow it
 				shAcq(0), shAcq(2), // declined
-				shRel(0, oIgnore),  // manager 1 gives it back: all half-open
-				shRel(0, oSuccess), // manager 0's late verdict
-				shAdv(sharedProbeTime), shAcq(2), shRel(0, oSuccess),
+				shRel(0, shIgnore),  // manager 1 gives it back: all half-open
+				shRel(0, shSuccess), // manager 0's late verdict
+				shAdv(sharedProbeTime), shAcq(2), shRel(0, shSuccess),
 			),
 		},
 		{
@@ -725,8 +732,8 @@ func sharedSeeds() []fuzzSeedShared {
 			header: shHeader(2, 1, 4, 1, 3), // open 1s, 50ms; probe 10s, 50ms; no resync
 			ops: shOps(
 				shFail(0), shEdge(0), shAcq(0), shAdv(sharedProbeTime), // manager 0's lease runs out
-				shAcq(1), shRel(1, oSuccess), // manager 1 probes; manager 0's late verdict
-				shRel(0, oSuccess),
+				shAcq(1), shRel(1, shSuccess), // manager 1 probes; manager 0's late verdict
+				shRel(0, shSuccess),
 			),
 		},
 		{
@@ -734,21 +741,21 @@ func sharedSeeds() []fuzzSeedShared {
 			// declines for a millisecond.
 			name:   "lease-floor",
 			header: shHeader(2, 1, 0, 1, 3), // open 0, 1ms
-			ops:    shOps(shFail(0), shAcq(0), shEdge(-1), shAcq(1), shEdge(0), shEdge(0), shAcq(1), shRel(0, oSuccess)),
+			ops:    shOps(shFail(0), shAcq(0), shEdge(-1), shAcq(1), shEdge(0), shEdge(0), shAcq(1), shRel(0, shSuccess)),
 		},
 		{
 			name:   "force-and-reset",
 			header: shHeader(2, 1, 2, 1, 3), // open 30ms, 200ms
 			ops: shOps(
 				shAcq(0), shForce(1), shForce(0), shAdv(61*time.Second), // forced from closed, forced again, held past any period
-				shRel(0, oFailure), shRst(0), // the permit from before is stale; a Reset lifts the forcing
+				shRel(0, shFailure), shRst(0), // the permit from before is stale; a Reset lifts the forcing
 				shFail(0), shForce(1), shRst(1), // forced from open
 				shFail(1), shEdge(0), shForce(0), shRst(0), // from half-open
 				shFail(0), shEdge(0), shRst(1), // reset from half-open
-				shFail(0), shEdge(0), shAcq(1), shForce(0), shRel(0, oSuccess), shRst(1), // forced while probing: the verdict is fenced
-				shFail(0), shEdge(0), shAcq(0), shRst(1), shRel(0, oFailure), // reset while probing: the verdict is fenced
+				shFail(0), shEdge(0), shAcq(1), shForce(0), shRel(0, shSuccess), shRst(1), // forced while probing: the verdict is fenced
+				shFail(0), shEdge(0), shAcq(0), shRst(1), shRel(0, shFailure), // reset while probing: the verdict is fenced
 				shFail(1), shRst(0), // reset from open
-				shAcq(0), shFail(1), shRst(1), shRel(0, oFailure), // a closed breaker's Reset keeps its permits: this one trips
+				shAcq(0), shFail(1), shRst(1), shRel(0, shFailure), // a closed breaker's Reset keeps its permits: this one trips
 				shRst(0),
 			),
 		},
@@ -760,13 +767,13 @@ func sharedSeeds() []fuzzSeedShared {
 			header: shHeader(3, 1, 4, 2, 1), // open 1s, 3s, 0; resync every second
 			ops: shOps(
 				shHold(2), shFail(0), // manager 2 does not hear of the trip
-				shAcq(2), shRel(0, oFailure), // its call is admitted; the failure's reply says the fleet is open
-				shEdge(0), shAcq(0), shRel(0, oSuccess), // closed; manager 2 does not hear of it
+				shAcq(2), shRel(0, shFailure), // its call is admitted; the failure's reply says the fleet is open
+				shEdge(0), shAcq(0), shRel(0, shSuccess), // closed; manager 2 does not hear of it
 				shAdv(time.Second), shDeliver(2), // its resync says so; the changes it hears of late are old
 				shHold(1), shFail(2), shLose(1), // manager 1 loses the trip (its period is zero)
-				shAcq(1), shRel(0, oSuccess), shAdv(time.Second), // a call admitted; the resync says half-open
-				shAcq(0), shAcq(1), shHold(1), shRel(0, oIgnore), shLose(1), // manager 1 follows the lease, and loses its giving back
-				shAdv(time.Second), shAcq(1), shRel(0, oSuccess), // its resync says half-open
+				shAcq(1), shRel(0, shSuccess), shAdv(time.Second), // a call admitted; the resync says half-open
+				shAcq(0), shAcq(1), shHold(1), shRel(0, shIgnore), shLose(1), // manager 1 follows the lease, and loses its giving back
+				shAdv(time.Second), shAcq(1), shRel(0, shSuccess), // its resync says half-open
 			),
 		},
 		{
@@ -776,11 +783,11 @@ func sharedSeeds() []fuzzSeedShared {
 			name:   "verdict-fenced-in-store",
 			header: shHeader(3, 1, 4, 2, 3), // open 1s, 3s, 0
 			ops: shOps(
-				shFail(2), shHold(0), shAcq(0), shForce(1), shRel(0, oSuccess), shDeliver(0), shRst(2),
-				shFail(2), shHold(2), shAcq(2), shRst(0), shRel(0, oFailure), shDeliver(2), // a failure with a period of zero
-				shFail(2), shHold(1), shAcq(1), shForce(0), shRel(0, oFailure), shDeliver(1), shRst(1),
-				shFail(0), shEdge(0), shHold(0), shAcq(0), shRst(1), shRel(0, oIgnore), shLose(0),
-				shFail(1), shEdge(0), shAcq(1), shRel(0, oSuccess),
+				shFail(2), shHold(0), shAcq(0), shForce(1), shRel(0, shSuccess), shDeliver(0), shRst(2),
+				shFail(2), shHold(2), shAcq(2), shRst(0), shRel(0, shFailure), shDeliver(2), // a failure with a period of zero
+				shFail(2), shHold(1), shAcq(1), shForce(0), shRel(0, shFailure), shDeliver(1), shRst(1),
+				shFail(0), shEdge(0), shHold(0), shAcq(0), shRst(1), shRel(0, shIgnore), shLose(0),
+				shFail(1), shEdge(0), shAcq(1), shRel(0, shSuccess),
 			),
 		},
 		{
@@ -792,10 +799,10 @@ func sharedSeeds() []fuzzSeedShared {
 			ops: shOps(
 				shFail(0), shJoinOp(0, 1), // joins an open fleet: open until the opener's deadline
 				shEdge(0), shJoinOp(2, 2), // joins a half-open one, and probes for its 300ms
-				shAcq(3), shRel(0, oSuccess), shFail(3), shEdge(0), // closed, and tripped by the joiner
+				shAcq(3), shRel(0, shSuccess), shFail(3), shEdge(0), // closed, and tripped by the joiner
 				shAcq(2), shJoinOp(1, 4), shAcq(4), shEdge(0), // the joiner of a probing fleet follows the lease
 				shForce(0), shJoinOp(3, 3), // a sixth manager is past the bound: nothing
-				shAcq(3), shRst(4), shAcq(2), shRel(0, oFailure),
+				shAcq(3), shRst(4), shAcq(2), shRel(0, shFailure),
 			),
 		},
 		{
