@@ -12,12 +12,12 @@ import (
 )
 
 // This file holds the references the reliability tests compare the manager
-// with: the state graph of DESIGN.md §2 (with the manual and shared edges),
+// with: the state graph of docs/architecture.md (with the manual and shared edges),
 // a checker of each breaker's event stream against it, and refModel, a
 // plain sequential model of one breaker driven by the fuzz target.
 
 // checkEdge reports why e is not an edge of the state graph, or nil. The
-// edges are those of DESIGN.md §2, each with the cause that makes it:
+// edges are those of the state graph, each with the cause that makes it:
 //
 //	closed    -> open       trip (a failure)
 //	open      -> half_open  timer
@@ -265,7 +265,7 @@ func (s *modelRate) record(o classify.Outcome) bool {
 
 func (s *modelRate) reset() { s.calls = s.calls[:0] }
 
-// refModel is one breaker and its manager, as DESIGN.md and the package
+// refModel is one breaker and its manager, as the contract and the package
 // docs describe them, without goroutines: every step is applied at once,
 // as a Sync after it makes the real manager do.
 type refModel struct {
