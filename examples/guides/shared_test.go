@@ -52,7 +52,7 @@ func TestSharedFleetTrips(t *testing.T) {
 
 	_ = bs[1].Do(context.Background(), fail)
 	_ = bs[1].Do(context.Background(), fail) // trips the fleet
-	syncAll(ms)                               // every manager is open until the trip's instant + Open
+	syncAll(ms)                              // every manager is open until the trip's instant + Open
 
 	for _, b := range bs {
 		require.Equal(t, breaker.Open, b.State())
