@@ -79,7 +79,16 @@ func benchFlapping(b *testing.B, streams int) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond) // the snapshots
+	// Every stream has its snapshot before the counts start.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := range streams {
+		for got[i].Load() == 0 {
+			if time.Now().After(deadline) {
+				b.Fatalf("stream %d received nothing within 10s", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	for i := range streams {
 		got[i].Store(0)
 	}
@@ -95,6 +104,8 @@ func benchFlapping(b *testing.B, streams int) {
 					_ = br.Reset()
 				}
 			}
+			// The load is a rate in real time: what is measured is the
+			// stream's cost per second at 11 transitions a second.
 			time.Sleep(time.Second / 11)
 		}
 	}

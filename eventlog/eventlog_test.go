@@ -259,14 +259,7 @@ func TestCloseAndStop(t *testing.T) {
 		call(t, register(t, m, "orders"), errDown)
 		m.Sync()
 		m.Stop()
-		waitFor(t, func() bool {
-			select {
-			case <-l.Done():
-				return true
-			default:
-				return false
-			}
-		}, "the Logger ends when the manager stops")
+		assertDone(t, l) // the Logger ends when the manager stops
 		l.Close()
 		assert.Len(t, transitions(t, buf), 1, "the event sent before Stop is written")
 	})
@@ -292,14 +285,11 @@ func TestCloseAndStop(t *testing.T) {
 
 func assertDone(t *testing.T, l *eventlog.Logger) {
 	t.Helper()
-	waitFor(t, func() bool {
-		select {
-		case <-l.Done():
-			return true
-		default:
-			return false
-		}
-	}, "the Logger is done")
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Logger did not end within 5s")
+	}
 }
 
 // waitFor polls cond until it holds, for at most five seconds.

@@ -313,6 +313,8 @@ func TestBrowserMainThreadWhileFlapping(t *testing.T) {
 				_ = b.Reset()
 			}
 		}
+		// A rate in real time: the page's cost is measured per second
+		// at 11 transitions a second.
 		time.Sleep(time.Second / 11)
 	}
 	busy := (taskTime() - before) / time.Since(start).Seconds()
