@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/fusebox-go/fusebox/classify"
@@ -69,6 +70,12 @@ func (b *Breaker) Reconfigure(cfg Config) error {
 
 // fixed checks that cfg keeps what a registered breaker cannot change.
 func (b *Breaker) fixed(cfg Config) error { return b.truth.fixed(b, cfg) }
+
+// unchangeable is Reconfigure's error for a field of cfg that the breaker
+// cannot change; why says where.
+func (b *Breaker) unchangeable(field, why string) error {
+	return configError(opReconfigure, b.Name(), field, errors.New("cannot change "+why+"; remove the breaker and register it again"))
+}
 
 // setClassifier makes fn the breaker's Classifier; nilSucceeds says that
 // fn is classify.Default. A release that runs meanwhile classifies as the

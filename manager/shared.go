@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -105,7 +104,7 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if cfg.Fallback > store.FailClosed {
 		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
 	}
-	if err := checkStore(cfg.Store, name); err != nil {
+	if err := guardStore(cfg.Store, func() error { return cfg.Store.Check(name) }); err != nil {
 		return nil, registerError(name, "Store", err)
 	}
 	sh := &shared{b: b, st: cfg.Store, policy: p, fallback: cfg.Fallback}
@@ -553,27 +552,15 @@ func (sh *shared) link() storeLink {
 // fixed checks that cfg keeps the store, the fallback and the strategy,
 // which a shared breaker counts with in the store.
 func (sh *shared) fixed(b *Breaker, cfg Config) error {
-	unchanged := func(field, why string) error {
-		return configError(opReconfigure, b.Name(), field, errors.New("cannot change "+why+"; remove the breaker and register it again"))
-	}
 	switch {
 	case !sameValue(cfg.Store, sh.st):
-		return unchanged("Store", "on a registered breaker")
+		return b.unchangeable("Store", "on a registered breaker")
 	case cfg.Fallback != sh.fallback:
-		return unchanged("Fallback", "on a shared breaker")
+		return b.unchangeable("Fallback", "on a shared breaker")
 	case !sameValue(cfg.Strategy, b.mach.Strategy()):
-		return unchanged("Strategy", "on a shared breaker, which counts with it in the store")
+		return b.unchangeable("Strategy", "on a shared breaker, which counts with it in the store")
 	}
 	return nil
-}
-
-// checkStore is st.Check(name), with a panic turned into an error.
-func checkStore(st store.Store, name string) error {
-	var err error
-	if p := guard(func() { err = st.Check(name) }); p != nil {
-		return fmt.Errorf("%T.Check panicked: %v", st, p.value)
-	}
-	return err
 }
 
 // guardStore runs f, a call of store st, and turns a panic into an error:

@@ -41,15 +41,20 @@ func (sh *shared) applied(b *Breaker, n note, d time.Duration) {
 	if sh.down.Load() {
 		return
 	}
-	switch {
-	case s.Transition == breaker.Transition{From: breaker.Closed, To: breaker.Open} && s.Cause == breaker.CauseTrip:
-		sh.openInStore(sh.epoch.Load(), after(s.At, d))
-	case s.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open} && sh.failedProbe(s.Gen) != nil:
+	switch s.Transition {
+	case breaker.Transition{From: breaker.Closed, To: breaker.Open}:
+		if s.Cause == breaker.CauseTrip {
+			sh.openInStore(sh.epoch.Load(), after(s.At, d))
+		}
+	case breaker.Transition{From: breaker.Probing, To: breaker.Open}:
 		// A failed probe: the breaker is open here already, and the
 		// lease keeps the fleet from probing until the new period is in
 		// the store.
-		l, o, name := sh.failedProbe(s.Gen), s.Outcome, b.Name()
-		sh.failing.CompareAndSwap(l, nil)
+		l := sh.takeFailedProbe(s.Gen)
+		if l == nil {
+			return
+		}
+		o, name := s.Outcome, b.Name()
 		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
 			st, applied, err := sh.st.Resolve(ctx, name, l.token, l.epoch, o, d)
 			return decidedMsg{sh: sh, status: st, won: applied, err: err, at: at}
@@ -57,10 +62,10 @@ func (sh *shared) applied(b *Breaker, n note, d time.Duration) {
 	}
 }
 
-// failedProbe returns the lease of the failed probe whose verdict made the
-// step of generation gen, if this process held it.
-func (sh *shared) failedProbe(gen uint64) *heldLease {
-	if l := sh.failing.Load(); l != nil && l.gen+1 == gen {
+// takeFailedProbe returns, and forgets, the lease of the failed probe whose
+// verdict made the step of generation gen, if this process held it.
+func (sh *shared) takeFailedProbe(gen uint64) *heldLease {
+	if l := sh.failing.Load(); l != nil && l.gen+1 == gen && sh.failing.CompareAndSwap(l, nil) {
 		return l
 	}
 	return nil

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
@@ -75,7 +74,7 @@ func (local) link() storeLink                       { return storeLink{} }
 
 func (local) fixed(b *Breaker, cfg Config) error {
 	if cfg.Store != nil {
-		return configError(opReconfigure, b.Name(), "Store", errors.New("cannot change on a registered breaker; remove the breaker and register it again"))
+		return b.unchangeable("Store", "on a registered breaker")
 	}
 	return nil
 }
