@@ -1064,29 +1064,10 @@ func TestSharedProbeVerdictBeforeItsOwnChange(t *testing.T) {
 		to      breaker.State
 	}{{classify.Success, breaker.Closed}, {classify.Ignore, breaker.HalfOpen}} {
 		t.Run(tc.outcome.String(), func(t *testing.T) {
-			mock := clock.NewMock()
-			mem := store.NewMemory(mock)
-			hooked := &resolveThenSync{Memory: mem}
-			m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
-			t.Cleanup(m.Stop)
-			b, err := m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: fixedPeriods{open: time.Second, probe: time.Second}, Store: hooked})
-			require.NoError(t, err)
-			ms, _ := startFleet(t, 1, mock, mem, fixedPeriods{open: time.Second, probe: time.Second})
-			ms = append(ms, m)
+			pf := startHookedProber(t)
+			m, b, hooked, ms, p := pf.m, pf.b, pf.hooked, pf.ms, pf.probe
 			events, unsubscribe := m.Subscribe(16)
 			defer unsubscribe()
-
-			p, err := b.Acquire(context.Background())
-			require.NoError(t, err)
-			p.Release(errSharedBoom)
-			syncFleet(ms)
-			mock.Add(time.Second)
-			syncFleet(ms)
-			p, err = b.Acquire(context.Background())
-			require.NoError(t, err)
-			require.True(t, p.Probe())
-			syncFleet(ms)
-			drainEvents(events)
 
 			hooked.after = m.Sync
 			p.ReleaseOutcome(tc.outcome)
@@ -1102,6 +1083,45 @@ func TestSharedProbeVerdictBeforeItsOwnChange(t *testing.T) {
 			assert.Zero(t, b.Stats().Stale, "the probe's release is not stale")
 		})
 	}
+}
+
+// hookedProber is a fleet of two managers on a memory store whose first,
+// m, reaches the store through hooked and holds the probe's permit.
+type hookedProber struct {
+	m      *manager.Manager
+	b      *manager.Breaker
+	hooked *resolveThenSync
+	ms     []*manager.Manager // both managers, the other first
+	others []*manager.Breaker // the other manager's breaker
+	probe  manager.Permit
+}
+
+// startHookedProber trips the fleet through m, lets the open period end
+// and takes the probe on m.
+func startHookedProber(t *testing.T) hookedProber {
+	t.Helper()
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	pf := hookedProber{hooked: &resolveThenSync{Memory: mem}}
+	pf.m = manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
+	t.Cleanup(pf.m.Stop)
+	var err error
+	pf.b, err = pf.m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: fixedPeriods{open: time.Second, probe: time.Second}, Store: pf.hooked})
+	require.NoError(t, err)
+	pf.ms, pf.others = startFleet(t, 1, mock, mem, fixedPeriods{open: time.Second, probe: time.Second})
+	pf.ms = append(pf.ms, pf.m)
+
+	p, err := pf.b.Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errSharedBoom)
+	syncFleet(pf.ms)
+	mock.Add(time.Second)
+	syncFleet(pf.ms)
+	pf.probe, err = pf.b.Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, pf.probe.Probe())
+	syncFleet(pf.ms)
+	return pf
 }
 
 // drainEvents returns the events already waiting in ch, without blocking.
@@ -1126,26 +1146,8 @@ func drainEvents(ch <-chan manager.Event) []manager.Event {
 // ForceOpen, made certain to fall in it by the hook) waits for the verdict
 // and is followed then, not dropped until the next resync.
 func TestSharedChangeDuringAVerdictIsFollowed(t *testing.T) {
-	mock := clock.NewMock()
-	mem := store.NewMemory(mock)
-	hooked := &resolveThenSync{Memory: mem}
-	m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
-	t.Cleanup(m.Stop)
-	b, err := m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: fixedPeriods{open: time.Second, probe: time.Second}, Store: hooked})
-	require.NoError(t, err)
-	ms, others := startFleet(t, 1, mock, mem, fixedPeriods{open: time.Second, probe: time.Second})
-	ms = append(ms, m)
-
-	p, err := b.Acquire(context.Background())
-	require.NoError(t, err)
-	p.Release(errSharedBoom)
-	syncFleet(ms)
-	mock.Add(time.Second)
-	syncFleet(ms)
-	p, err = b.Acquire(context.Background())
-	require.NoError(t, err)
-	require.True(t, p.Probe())
-	syncFleet(ms)
+	pf := startHookedProber(t)
+	m, b, hooked, ms, others, p := pf.m, pf.b, pf.hooked, pf.ms, pf.others, pf.probe
 
 	hooked.after = func() {
 		// The probe closed the fleet; another manager forces it open
