@@ -133,18 +133,7 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return Permit{}, err
 	}
-	t, step, oerr := b.mach.Acquire(b.mgr.clk.Now())
-	switch {
-	case oerr != nil:
-		b.stats.Add(statDeclined)
-		return Permit{}, oerr
-	case t.Gen == 0:
-		return b.halted(b.mach.Snapshot())
-	}
-	if step.Gen == 0 {
-		return b.permit(t), nil
-	}
-	return b.truth.probe(b, ctx, t, step)
+	return b.truth.acquire(b, ctx)
 }
 
 // permit returns the permit of ticket t, started now if the breaker times
@@ -264,19 +253,9 @@ func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
 	}
 }
 
-// endProbe ends the probe of ticket t with outcome o, once the breaker's
-// truth has had its say on the verdict.
+// endProbe ends the probe of ticket t with outcome o.
 func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
-	o, then := b.truth.verdict(b, t, o)
-	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
-	if r == machine.Stale {
-		b.stats.Add(statStale)
-	} else {
-		b.mgr.send(note{b: b, step: step})
-	}
-	if then != nil {
-		then()
-	}
+	b.truth.endProbe(b, t, o, err)
 }
 
 // Do calls fn through the breaker: it acquires a permit, calls fn with ctx,
@@ -347,7 +326,7 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // this process's breaker is forced, and it falls back (see
 // Config.Fallback); it forces the fleet once the store answers again.
 func (b *Breaker) ForceOpen() error {
-	b.truth.force(b)
+	b.truth.manual(b, true)
 	step, ok := b.mach.ForceOpen(b.mgr.clk.Now())
 	if ok {
 		b.mgr.notify(b, step)
@@ -371,7 +350,7 @@ func (b *Breaker) ForceOpen() error {
 // of cause shared. If the store cannot be reached, only this process's
 // breaker is reset, and it falls back (see Config.Fallback).
 func (b *Breaker) Reset() error {
-	b.truth.reset(b)
+	b.truth.manual(b, false)
 	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
 	if ok {
 		b.mgr.notify(b, step)

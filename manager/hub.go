@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/store"
 )
 
@@ -17,13 +18,19 @@ import (
 // periodic resync is a deadline of the loop, so that a mock clock moved on
 // and then Sync see its result.
 type hub struct {
-	st        store.Store
-	breakers  atomic.Pointer[[]*shared] // copy-on-write, written by the loop
-	cancel    context.CancelFunc
-	down      bool          // owned by the loop: the store is unreachable
-	resyncing bool          // owned by the loop: a resync's call is in flight
-	asked     atomic.Uint64 // status calls started, numbered from 1
-	changes   changeQueue
+	st       store.Store
+	breakers atomic.Pointer[[]*shared] // copy-on-write, written by the loop
+	cancel   context.CancelFunc
+	asked    atomic.Uint64 // status reads started, numbered from 1
+	changes  changeQueue
+
+	// Owned by the loop.
+	byName    map[string]*shared
+	down      bool      // the store is unreachable
+	err       error     // why, while down
+	resyncing bool      // a resync's read is in flight
+	joining   []*shared // registered, and not read yet
+	joinBusy  bool      // a read of joining breakers is in flight
 }
 
 // maxQueuedChanges bounds the changes a hub holds for a loop that is
@@ -86,7 +93,7 @@ func (m *Manager) attach(sh *shared) {
 	h := m.hubs[st]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &hub{st: st, cancel: cancel}
+		h = &hub{st: st, cancel: cancel, byName: make(map[string]*shared)}
 		h.changes.wake = make(chan struct{}, 1)
 		h.breakers.Store(&[]*shared{})
 		if len(m.hubs) == 0 {
@@ -103,9 +110,53 @@ func (m *Manager) attach(sh *shared) {
 	}
 	list := append(append([]*shared(nil), *h.breakers.Load()...), sh)
 	h.breakers.Store(&list)
+	h.byName[sh.b.Name()] = sh
 	sh.hub = h
 	if h.down {
-		sh.fallBack()
+		a, notes := sh.step(fleet.Failed{Err: h.err}, nil)
+		sh.onLoop(a, notes, false)
+		return
+	}
+	h.joining = append(h.joining, sh)
+}
+
+// detach takes the shared breaker sh off its hub, and stops the hub when
+// sh was its last breaker.
+func (m *Manager) detach(sh *shared) {
+	h := sh.hub
+	old := *h.breakers.Load()
+	list := make([]*shared, 0, len(old))
+	for _, x := range old {
+		if x != sh {
+			list = append(list, x)
+		}
+	}
+	h.breakers.Store(&list)
+	if h.byName[sh.b.Name()] == sh {
+		delete(h.byName, sh.b.Name())
+	}
+	if len(list) == 0 && m.hubs[h.st] == h {
+		h.cancel()
+		delete(m.hubs, h.st)
+	}
+}
+
+// joinDue starts, for every hub, one status read of the breakers that
+// registered since the last: Register does not wait for the store, and a
+// breaker follows what the store says of it (a fleet already open) when
+// the answer comes; Sync waits for it. It runs on the loop.
+func (m *Manager) joinDue() {
+	for _, h := range m.hubs {
+		if h.joinBusy || len(h.joining) == 0 {
+			continue
+		}
+		list := h.joining
+		h.joining, h.joinBusy = nil, true
+		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
+			msg := m.statusOf(ctx, h, list, at)
+			msg.join = true
+			return msg
+		})
 	}
 }
 
@@ -194,7 +245,7 @@ func (m *Manager) resyncDue() {
 		h.resyncing = true
 		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
 			for _, sh := range *h.breakers.Load() {
-				if sh.policy.Window() && !sh.down.Load() {
+				if sh.policy.Window() && sh.hints.Load()&hintDown == 0 {
 					sh.flushSuccesses(ctx)
 				}
 			}
@@ -207,7 +258,11 @@ func (m *Manager) resyncDue() {
 
 // status reads the shared state of every breaker of the hub, at at.
 func (m *Manager) status(ctx context.Context, h *hub, at time.Time) statusMsg {
-	list := *h.breakers.Load()
+	return m.statusOf(ctx, h, *h.breakers.Load(), at)
+}
+
+// statusOf reads the shared state of the hub's breakers list, at at.
+func (m *Manager) statusOf(ctx context.Context, h *hub, list []*shared, at time.Time) statusMsg {
 	names := make([]string, len(list))
 	for i, sh := range list {
 		names[i] = sh.b.Name()

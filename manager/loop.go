@@ -86,6 +86,10 @@ func (m *Manager) handleNote(n note) {
 	if b.removed {
 		return
 	}
+	if n.step.Gen == 0 {
+		m.emitStore(b, n.link)
+		return
+	}
 	if n.step.Gen != b.nextGen {
 		if n.step.Gen > b.nextGen {
 			b.early = append(b.early, n)
@@ -135,6 +139,9 @@ func (m *Manager) apply(n note) {
 	}
 	if !m.faulted(b) {
 		b.truth.applied(b, n, d)
+	}
+	if n.link != 0 {
+		m.emitStore(b, n.link)
 	}
 }
 

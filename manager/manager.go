@@ -103,6 +103,10 @@ type note struct {
 	held bool
 	// kind is the kind of event the step is published as.
 	kind EventKind
+	// link, when set, is an event of the breaker's link to its store
+	// (EventStoreLost) to publish once the step is applied; a note with
+	// no step (a zero step.Gen) carries only that.
+	link EventKind
 }
 
 type registerReq struct {
@@ -290,11 +294,6 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	}
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
-	}
-	if sh != nil {
-		// Start in the fleet's state: a replica joining an open fleet
-		// must not call the service in the meantime.
-		sh.join()
 	}
 	req := registerReq{b: b, reply: make(chan error, 1)}
 	select {

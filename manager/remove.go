@@ -57,21 +57,3 @@ func (m *Manager) remove(req removeReq) {
 	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
 	req.reply <- true
 }
-
-// detach takes the shared breaker sh off its hub, and stops the hub when
-// sh was its last breaker.
-func (m *Manager) detach(sh *shared) {
-	h := sh.hub
-	old := *h.breakers.Load()
-	list := make([]*shared, 0, len(old))
-	for _, x := range old {
-		if x != sh {
-			list = append(list, x)
-		}
-	}
-	h.breakers.Store(&list)
-	if len(list) == 0 && m.hubs[h.st] == h {
-		h.cancel()
-		delete(m.hubs, h.st)
-	}
-}

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"github.com/fusebox-go/fusebox/store"
@@ -22,17 +24,19 @@ import (
 // after failures, the opening, the probe and manual actions reach the
 // store.
 //
-// Who does what:
-//   - callers: a failure in the closed state is recorded in the store on the
-//     caller's goroutine, by the counter of the closed period
-//     (sharedCounter), and the reply (the shared count, or the open period
-//     already set) trips or mirrors the breaker at once; a caller that wins
-//     the local probe takes the store's probe lease before calling; ForceOpen
-//     and Reset act in the store first;
-//   - the loop (sharedloop.go): it asks Recover for periods, sends openings
-//     and verdicts to the store from short-lived goroutines (their results
-//     come back as typed messages, storemsg.go), mirrors what the store says,
-//     and runs the fallback;
+// Every decision is fleet.Step's, a pure function; *shared owns its state
+// (one lock per breaker, held only while Step runs and its change of the
+// machine is applied: never across a store call) and carries out what it
+// says:
+//   - callers make their own store round trips (a failure's report, the
+//     first success after failures, the probe's lease, a success's or an
+//     ignore's verdict, ForceOpen and Reset) and feed the replies to the
+//     step, so that a failure trips the breaker before its release
+//     returns;
+//   - the loop (sharedloop.go) feeds it what the hub hears, the steps it
+//     applies, and the replies of the store calls it makes from
+//     short-lived goroutines (an opening, a failed probe's verdict), and
+//     asks Recover for periods;
 //   - a hub per store (hub.go): the watch of the store's changes, and the
 //     periodic resync of every shared breaker.
 
@@ -40,59 +44,42 @@ import (
 const (
 	DefaultStoreTimeout = 500 * time.Millisecond
 	DefaultResync       = time.Second
-	// defaultLease is a shared probe's lease when no probe time was decided
-	// for it yet.
-	defaultLease = 10 * time.Second
 )
 
 // shared is the truth of a breaker shared through a store, and all the
 // state only such a breaker has.
 type shared struct {
-	b        *Breaker
-	st       store.Store
-	hub      *hub
+	b      *Breaker
+	st     store.Store
+	hub    *hub // set on the loop as the breaker registers, before any caller has it
 	policy   store.Policy
 	fallback store.Fallback
 
-	dirty    atomic.Bool   // consecutive: a failure was reported since the last success report
-	pending  *pending      // window: successes not reported yet
-	calls    atomic.Int64  // window: the calls in the window, as the store last counted them
-	failures atomic.Int64  // window: the failures in the window, as the store last counted them
-	lease    atomic.Int64  // the next probe's lease, decided by Recover when the breaker opened
-	epoch    atomic.Uint64 // the store's epoch the breaker's state follows
-	epochAt  atomic.Uint64 // the hub's status calls started when epoch last changed
-	probeOf  atomic.Pointer[heldLease]
-	failing  atomic.Pointer[heldLease] // the lease of a failed probe, which the loop resolves with the period Recover decides
-	joined   joined                    // what the store said as the breaker registered
-	down     atomic.Bool               // the store could not be reached: the fallback is in effect; set by the loop once it applies
-	losing   atomic.Bool               // a failed store call was reported to the loop, which has yet to apply the fallback
-	forcing  atomic.Bool               // forced open while the store was unreachable: the fleet's forcing is on its way, and nothing the store says before it is followed
-	deciding atomic.Bool               // a caller is applying its probe's verdict in the store: the loop defers what it hears meanwhile
-	deferred atomic.Pointer[heard]     // the last status the loop heard while a caller was deciding
-	downAt   uint64                    // owned by the loop: the hub's status calls started when the fallback applied
-	errors   atomic.Uint64
+	mu    sync.Mutex
+	state fleet.State // guarded by mu
+
+	// What the healthy path reads without the lock: written under mu
+	// after every step, so that a success of a healthy breaker costs two
+	// atomic loads and no lock.
+	hints    atomic.Uint32 // hintDown, hintDirty
+	calls    atomic.Int64  // window: state.Calls
+	failures atomic.Int64  // window: state.Failures
+
+	pending *pending // window: successes not reported yet, counted lock-free
+	errors  atomic.Uint64
 }
 
-// joined is what the store said of a shared breaker as it registered: its
-// status, read at at, or the error of that read.
-type joined struct {
-	status store.Status
-	at     time.Time
-	err    error
-}
-
-// heldLease is the probe lease this process holds.
-type heldLease struct {
-	gen   uint64 // the probing generation
-	token string
-	epoch uint64 // the store's epoch the lease belongs to
-}
+// Bits of shared.hints.
+const (
+	hintDown  = 1 << iota // state.Down: only the fallback counts
+	hintDirty             // state.Dirty: the next success ends the shared run
+)
 
 func isComparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
 
 // newShared validates a shared breaker's configuration, and makes b's
 // machine record in the store as its counters count. It runs before the
-// machine's Init.
+// machine's Init. validateConfig has checked the Fallback.
 func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if !isComparable(cfg.Store) {
 		return nil, registerError(name, "Store", fmt.Errorf("%T is not comparable; pass a pointer", cfg.Store))
@@ -101,13 +88,11 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
-	if cfg.Fallback > store.FailClosed {
-		return nil, registerError(name, "Fallback", fmt.Errorf("unknown value %d", cfg.Fallback))
-	}
 	if err := guardStore(cfg.Store, func() error { return cfg.Store.Check(name) }); err != nil {
 		return nil, registerError(name, "Store", err)
 	}
 	sh := &shared{b: b, st: cfg.Store, policy: p, fallback: cfg.Fallback}
+	sh.state = fleet.State{Policy: p, Fallback: cfg.Fallback}
 	if p.Window() {
 		sh.pending = newPending(p)
 	}
@@ -115,59 +100,122 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	return sh, nil
 }
 
-// heard is a status a mirror heard, at at.
-type heard struct {
-	st store.Status
-	at time.Time
+// step feeds msg to the breaker's Step and applies the change of the
+// machine it decides, on the snapshot it decided on: if the machine moved
+// meanwhile (a caller's trip, a timer), Step decides again on the new
+// one. It then follows the statuses the step left for after its change.
+// It returns the step's actions and the machine's steps for the loop,
+// which the caller hands over once the lock is released (see handOver).
+// probeErr is the error of the probe an End action ends.
+func (sh *shared) step(msg fleet.Msg, probeErr error) (fleet.Actions, []note) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	a, notes := sh.stepLocked(msg, probeErr, nil)
+	for len(a.Then) > 0 {
+		h := a.Then[0]
+		a.Then = a.Then[1:]
+		then, more := sh.stepLocked(h, nil, notes)
+		notes = more
+		if !then.Extend.IsZero() {
+			a.Extend, a.ExtendGen = then.Extend, then.ExtendGen
+		}
+		a.Then = append(a.Then, then.Then...)
+	}
+	return a, notes
 }
 
-// deferTo keeps st, heard on the loop while a caller applies its probe's
-// verdict, for the caller to follow once the verdict is applied (endVerdict):
-// the verdict's own change, which the store may deliver before the verdict
-// returns, must not move the breaker first. Of what the loop hears
-// meanwhile, the status of the newest epoch is kept. It returns nil if the
-// status waits for the caller; otherwise the caller finished meanwhile, and
-// the loop follows what it returns itself.
-func (sh *shared) deferTo(st store.Status, at time.Time) *heard {
-	h := &heard{st: st, at: at}
+func (sh *shared) stepLocked(msg fleet.Msg, probeErr error, notes []note) (fleet.Actions, []note) {
+	b := sh.b
 	for {
-		old := sh.deferred.Load()
-		if old != nil && old.st.Epoch > st.Epoch {
-			h = old
-			break
+		s := b.mach.Snapshot()
+		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
+		now := b.mgr.clk.Now()
+		next, a := fleet.Step(sh.state, v, now, msg)
+		moved := false
+		switch {
+		case a.Move != nil:
+			mv := a.Move
+			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, now)
+			if ok {
+				notes = append(notes, note{b: b, step: step, hold: mv.Hold, held: true})
+			}
+			moved = !ok && b.mach.Snapshot().Gen != s.Gen
+		case a.Clear != 0:
+			moved = !b.mach.Hold(a.Clear) && b.mach.Snapshot().Gen != s.Gen
+		case a.End != 0:
+			gen := probeGen(msg)
+			step, r := b.mach.EndProbe(machine.Ticket{Gen: gen, Probe: true}, a.End, probeErr, now)
+			if r == machine.Stale {
+				b.stats.Add(statStale)
+			} else {
+				notes = append(notes, note{b: b, step: step})
+			}
+		case a.Renew:
+			b.mach.Renew()
 		}
-		if sh.deferred.CompareAndSwap(old, h) {
-			break
+		if moved {
+			continue
 		}
+		sh.state = next
+		sh.publishHints()
+		return a, notes
 	}
-	if sh.deciding.Load() || !sh.deferred.CompareAndSwap(h, nil) {
-		return nil // the caller follows it, or took it already
-	}
-	return h
 }
 
-// endVerdict ends a caller's verdict: it follows what the loop heard
-// meanwhile, which a newer epoch (another process's ForceOpen, say) makes
-// news, and the verdict's own change leaves as it is.
-func (sh *shared) endVerdict() {
-	sh.deciding.Store(false)
-	if h := sh.deferred.Swap(nil); h != nil {
-		sh.follow(h.st, h.at, false)
+// probeGen is the probing generation a message that ends a probe names.
+func probeGen(msg fleet.Msg) uint64 {
+	switch m := msg.(type) {
+	case fleet.ProbeEnded:
+		return m.Gen
+	case fleet.VerdictReply:
+		return m.Gen
+	case fleet.ProbeReply:
+		return m.Gen
+	}
+	return 0
+}
+
+// publishHints copies what the healthy path reads of the state; mu is
+// held.
+func (sh *shared) publishHints() {
+	var h uint32
+	if sh.state.Down {
+		h |= hintDown
+	}
+	if sh.state.Dirty {
+		h |= hintDirty
+	}
+	sh.hints.Store(h)
+	if sh.pending != nil {
+		sh.calls.Store(sh.state.Calls)
+		sh.failures.Store(sh.state.Failures)
 	}
 }
 
-// join reads the breaker's shared state as it registers, on the caller's
-// goroutine, for the loop to start from.
-func (sh *shared) join() {
-	sh.joined.at = sh.b.mgr.clk.Now()
-	var st []store.Status
-	sh.joined.err = sh.call(func(ctx context.Context) (err error) {
-		st, err = sh.st.Status(ctx, []string{sh.b.Name()})
-		return err
-	})
-	if sh.joined.err == nil && len(st) == 1 {
-		sh.joined.status = st[0]
+// handOver hands the machine's steps to the loop, from a caller's
+// goroutine, and does what the step's actions need of the loop: the
+// store link's event and the log line of a fallback.
+func (sh *shared) handOver(a fleet.Actions, notes []note) {
+	m := sh.b.mgr
+	if a.FellBack != nil {
+		sh.logFallBack(a.FellBack)
 	}
+	for i, n := range notes {
+		if i == len(notes)-1 && a.Lost {
+			n.link = EventStoreLost
+			a.Lost = false
+		}
+		m.send(n)
+	}
+	if a.Lost {
+		m.send(note{b: sh.b, link: EventStoreLost})
+	}
+}
+
+// logFallBack logs that the breaker falls back after a store call of its
+// own failed.
+func (sh *shared) logFallBack(err error) {
+	sh.b.mgr.logError("fusebox: store call failed; the breaker falls back", "breaker", sh.b.Name(), "fallback", sh.fallback.String(), "error", err)
 }
 
 // counter wraps the counter of one closed period of the breaker.
@@ -202,37 +250,18 @@ func (c *sharedWindowCounter) Window(now time.Time) (calls, failures uint64) {
 }
 
 // record is an outcome in the closed state. Its own counter c counts every
-// outcome: it is what a success checks first (with the store's last
-// counts) before asking the store whether it reached the threshold, and
-// what the local fallback trips on. While the store is unreachable only
-// the local fallback counts.
+// outcome: it is what the local fallback trips on, and what a window's
+// success checks first, with the store's last counts, before the step is
+// asked whether the store must hear of it. A success of a healthy breaker
+// so reads two atomic hints and takes no lock.
 func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) bool {
-	if sh.down.Load() {
-		return sh.fallback == store.FallbackLocal && c.Record(o, now)
-	}
-	b := sh.b
 	localTrip := c.Record(o, now)
-	var (
-		v   store.Verdict
-		err error
-		at  time.Time // when the store call was made: a healthy call reads no clock
-	)
-	switch {
-	case o == classify.Failure:
-		var succ []int64
-		if sh.pending != nil {
-			succ = sh.pending.take(sh.policy.Bucket(now))
-		}
-		at = b.mgr.clk.Now()
-		err = sh.call(func(ctx context.Context) (err error) {
-			v, err = sh.st.RecordFailure(ctx, b.Name(), sh.policy, succ)
-			return err
-		})
-		if err == nil {
-			sh.dirty.Store(true)
-		}
-	case o != classify.Success:
+	switch h := sh.hints.Load(); {
+	case h&hintDown != 0 && !localTrip, o == classify.Ignore:
+		// While the store is unreachable only what trips the local
+		// count matters (the step says what the fallback makes of it).
 		return false
+	case o == classify.Failure || h&hintDown != 0:
 	case sh.pending != nil:
 		// The threshold is checked after every outcome: a success that
 		// may bring the window to it, by this process's count or by the
@@ -242,42 +271,34 @@ func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) b
 		if !localTrip && !sh.mayTrip(idx) {
 			return false
 		}
-		at = b.mgr.clk.Now()
-		err = sh.call(func(ctx context.Context) (err error) {
-			v, err = sh.st.RecordSuccess(ctx, b.Name(), sh.policy, sh.pending.take(idx))
-			return err
-		})
-	default:
-		if !sh.dirty.Load() || !sh.dirty.CompareAndSwap(true, false) {
-			return false
-		}
-		err = sh.call(func(ctx context.Context) (err error) {
-			_, err = sh.st.RecordSuccess(ctx, b.Name(), sh.policy, nil)
-			return err
-		})
-		if err != nil {
-			sh.dirty.Store(true)
-			sh.failed(err)
-		}
+	case h&hintDirty == 0:
 		return false
 	}
-	if err != nil {
-		sh.failed(err)
-		return sh.fallback == store.FallbackLocal && localTrip
+	gen := sh.b.mach.Snapshot().Gen
+	a, notes := sh.step(fleet.Outcome{Gen: gen, Outcome: o, LocalTrip: localTrip}, nil)
+	sh.handOver(a, notes)
+	if a.Report == fleet.ReportNone {
+		return a.Trip
 	}
+	b := sh.b
+	at := b.mgr.clk.Now() // a healthy call reads no clock
+	var v store.Verdict
+	failure := a.Report == fleet.ReportFailure
+	var succ []int64
 	if sh.pending != nil {
-		sh.counted(v)
+		succ = sh.pending.take(sh.policy.Bucket(now))
 	}
-	switch {
-	case v.Opened():
-		// The fleet is open already: follow it.
-		sh.follow(v.Status, at, false)
-	case sh.policy.Trips(v):
-		// The trip belongs to the closed epoch the store counted in.
-		sh.raiseEpoch(v.Epoch)
-		return true
-	}
-	return false
+	err := sh.call(func(ctx context.Context) (err error) {
+		if failure {
+			v, err = sh.st.RecordFailure(ctx, b.Name(), sh.policy, succ)
+		} else {
+			v, err = sh.st.RecordSuccess(ctx, b.Name(), sh.policy, succ)
+		}
+		return err
+	})
+	a, notes = sh.step(fleet.Recorded{Gen: gen, Failure: failure, LocalTrip: localTrip, Verdict: v, Err: err, At: at}, nil)
+	sh.handOver(a, notes)
+	return a.Trip
 }
 
 // call runs a store call on a caller's goroutine, with the store deadline,
@@ -287,16 +308,16 @@ func (sh *shared) call(f func(ctx context.Context) error) error {
 }
 
 // callCtx is call with the caller's own ctx as the parent of the deadline.
+// A call that fails is counted in Stats.StoreErrors, unless the caller
+// gave up first.
 func (sh *shared) callCtx(parent context.Context, f func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(parent, sh.b.mgr.storeTimeout)
 	defer cancel()
-	return guardStore(sh.st, func() error { return f(ctx) })
-}
-
-// counted keeps the window's counts of a store's verdict.
-func (sh *shared) counted(v store.Verdict) {
-	sh.calls.Store(v.Calls)
-	sh.failures.Store(v.Failures)
+	err := guardStore(sh.st, func() error { return f(ctx) })
+	if err != nil && parent.Err() == nil {
+		sh.errors.Add(1)
+	}
+	return err
 }
 
 // mayTrip reports whether, by the store's last counts and the successes
@@ -311,15 +332,27 @@ func (sh *shared) mayTrip(idx int64) bool {
 	return sh.policy.Trips(store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
 }
 
-// flushSuccesses reports the successes of a window policy counted since the
-// last report.
+// flushSuccesses reports the successes of a window policy counted since
+// the last report, off the loop (the resync's goroutine): the store's
+// counts, and a trip they may make, go through the step as a caller's
+// report does.
 func (sh *shared) flushSuccesses(ctx context.Context) {
-	succ := sh.pending.take(sh.policy.Bucket(sh.b.mgr.clk.Now()))
+	b := sh.b
+	at := b.mgr.clk.Now()
+	succ := sh.pending.take(sh.policy.Bucket(at))
 	if succ == nil {
 		return
 	}
-	if v, err := sh.st.RecordSuccess(ctx, sh.b.Name(), sh.policy, succ); err == nil {
-		sh.counted(v)
+	gen := b.mach.Snapshot().Gen
+	v, err := sh.st.RecordSuccess(ctx, b.Name(), sh.policy, succ)
+	if err != nil {
+		// The resync's read that follows reports the store's state.
+		return
+	}
+	a, notes := sh.step(fleet.Recorded{Gen: gen, Verdict: v, At: at}, nil)
+	sh.handOver(a, notes)
+	if a.Trip {
+		b.trip(gen, classify.Success, nil)
 	}
 }
 
@@ -329,224 +362,119 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// probe takes the store's probe lease for the local probe t, won at step.
-// It returns the permit, or declines the caller when another process holds
-// the lease or the breaker is still open in the store. While the store is
-// unreachable the local probe goes ahead.
-func (sh *shared) probe(b *Breaker, ctx context.Context, t machine.Ticket, step machine.Step) (Permit, error) {
-	lease := time.Duration(sh.lease.Load())
-	if lease <= 0 {
-		lease = defaultLease
+// acquire is Acquire in half_open: the caller that wins the local probe
+// slot takes the store's probe lease before calling. It returns the
+// permit, or declines the caller when another process holds the lease or
+// the breaker is still open in the store. While the store is unreachable
+// the local probe goes ahead. The slot is won under the step's lock, so
+// that nothing the loop hears meanwhile takes the probe for another
+// process's.
+func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
+	now := b.mgr.clk.Now()
+	token := newToken()
+	sh.mu.Lock()
+	t, step, oerr := b.mach.Acquire(now)
+	won := oerr == nil && t.Gen != 0 && step.Gen != 0
+	var a fleet.Actions
+	if won {
+		a, _ = sh.stepLocked(fleet.ProbeWon{Gen: t.Gen, Token: token}, nil, nil)
 	}
-	if sh.down.Load() {
-		// The local probe goes ahead, for the lease Recover decided.
-		b.mgr.notifyHeld(b, step, max(time.Duration(sh.lease.Load()), time.Millisecond))
+	sh.mu.Unlock()
+	switch {
+	case oerr != nil:
+		b.stats.Add(statDeclined)
+		return Permit{}, oerr
+	case t.Gen == 0:
+		return b.halted(b.mach.Snapshot())
+	case step.Gen == 0:
+		return b.permit(t), nil
+	case a.Acquire == nil:
+		// The store is unreachable: the local probe goes ahead, for the
+		// lease Recover decided.
+		b.mgr.notifyHeld(b, step, a.Hold)
 		return b.permit(t), nil
 	}
-	token, epoch := newToken(), sh.epoch.Load()
 	at := b.mgr.clk.Now()
-	var won bool
+	var got bool
 	var st store.Status
+	call := a.Acquire
 	err := sh.callCtx(ctx, func(ctx context.Context) (err error) {
-		won, st, err = sh.st.AcquireProbe(ctx, b.Name(), token, epoch, lease)
+		got, st, err = sh.st.AcquireProbe(ctx, b.Name(), call.Token, call.Epoch, call.Lease)
 		return err
 	})
+	canceled := err != nil && ctx.Err() != nil
+	if canceled {
+		err = nil
+	}
+	reply, notes := sh.step(fleet.ProbeReply{Gen: t.Gen, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
+	// The probing step first: the loop arms its timer for the lease.
+	b.mgr.notifyHeld(b, step, reply.Hold)
+	sh.handOver(reply, notes)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		// The caller gave up: give the probe slot back.
-		b.mgr.notifyHeld(b, step, lease)
-		b.endProbe(t, classify.Ignore, nil)
+	case reply.GiveBack:
+		sh.endProbe(b, t, classify.Ignore, nil)
 		return Permit{}, ctx.Err()
-	case err != nil:
-		sh.failed(err)
-		b.mgr.notifyHeld(b, step, lease)
-		return b.permit(t), nil
-	case won:
-		sh.probeOf.Store(&heldLease{gen: t.Gen, token: token, epoch: epoch})
-		b.mgr.notifyHeld(b, step, lease)
-		return b.permit(t), nil
+	case reply.Decline:
+		b.stats.Add(statDeclined)
+		if s := b.mach.Snapshot(); s.Err() != nil {
+			return Permit{}, s.Err()
+		}
+		return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
 	}
-	// Another process probes, the store's open period is not over, or the
-	// fleet moved to another epoch (a close or an opening this process
-	// missed): decline, and follow what the store says.
-	b.mgr.notifyHeld(b, step, max(st.Probe, time.Millisecond))
-	sh.follow(st, at, false)
-	b.stats.Add(statDeclined)
-	if s := b.mach.Snapshot(); s.Err() != nil {
-		return Permit{}, s.Err()
-	}
-	return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
+	return b.permit(t), nil
 }
 
-// verdict applies a successful or ignored probe's verdict in the store
-// before the breaker changes here, so that no call this process admits
-// afterwards can count against the run of failures the verdict clears, nor
-// find the lease still held. A failure's lease is kept for the loop, which
-// resolves it with the period Recover decides (see applied). A verdict the
-// store refuses as stale (its lease or its epoch is over) is applied here
-// as Ignore, and the breaker then follows the store.
-func (sh *shared) verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, func()) {
-	l := sh.leaseOf(t.Gen)
-	if l != nil && o == classify.Failure {
-		sh.failing.Store(l)
+// endProbe ends the probe of ticket t with outcome o. A success's or an
+// ignore's verdict is applied in the store first, so that no call this
+// process admits afterwards counts against the run of failures it
+// clears, nor finds the lease still held; a failure opens the breaker
+// here at once, and the loop resolves the lease with the period Recover
+// decides.
+func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error) {
+	a, notes := sh.step(fleet.ProbeEnded{Gen: t.Gen, Outcome: o}, err)
+	sh.handOver(a, notes)
+	r := a.Resolve
+	if r == nil {
+		return
 	}
-	if l == nil || o == classify.Failure || sh.down.Load() {
-		return o, nil
-	}
-	// The store delivers the change the verdict makes to this process's
-	// own watch, maybe before Resolve returns: the loop must not follow it
-	// before the verdict is applied here, which would close the breaker as
-	// someone else's decision and make the probe's release stale.
-	sh.deciding.Store(true)
-	done := sh.endVerdict
 	at := b.mgr.clk.Now()
 	var st store.Status
 	var applied bool
-	err := sh.call(func(ctx context.Context) (err error) {
-		st, applied, err = sh.st.Resolve(ctx, b.Name(), l.token, l.epoch, o, 0)
+	serr := sh.call(func(ctx context.Context) (err error) {
+		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, 0)
 		return err
 	})
-	switch {
-	case err != nil:
-		sh.failed(err)
-	case applied:
-		sh.raiseEpoch(st.Epoch)
-	default:
-		return classify.Ignore, func() { done(); sh.follow(st, at, false) }
-	}
-	return o, done
+	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: at}, err)
+	sh.handOver(a, notes)
 }
 
-// leaseOf returns the lease this process holds for the probe of
-// generation gen, and forgets it.
-func (sh *shared) leaseOf(gen uint64) *heldLease {
-	if l := sh.probeOf.Load(); l != nil && l.gen == gen && sh.probeOf.CompareAndSwap(l, nil) {
-		return l
-	}
-	return nil
-}
-
-// raiseEpoch moves the breaker's epoch up to e, noting which status calls
-// had started by then: a later one that finds the store below is no late
-// answer, and means the store lost its data.
-func (sh *shared) raiseEpoch(e uint64) {
-	for {
-		cur := sh.epoch.Load()
-		if e <= cur {
-			return
-		}
-		if sh.epoch.CompareAndSwap(cur, e) {
-			sh.epochAt.Store(sh.hub.asked.Load())
-			return
-		}
-	}
-}
-
-// reset closes the breaker in the store, for every process, as Reset
-// closes it here: one store round trip on the caller's goroutine, bounded
-// by the store timeout. The fleet moves to a new closed epoch, which ends
-// any lease and any forcing, and fences every decision of the epochs
-// before.
-func (sh *shared) reset(b *Breaker) {
-	sh.manual(func(ctx context.Context) (store.Status, error) { return sh.st.Reset(ctx, b.Name()) })
-}
-
-// force forces the breaker open in the store, for every process, as
-// ForceOpen forces it here. The fleet moves to a new opened epoch, which
-// ends any lease and fences the verdict of a probe in flight.
-func (sh *shared) force(b *Breaker) {
-	sh.manual(func(ctx context.Context) (store.Status, error) { return sh.st.ForceOpen(ctx, b.Name()) })
-}
-
-// manual runs a manual action in the store, unless the store is
-// unreachable (the action is then this process's alone).
-func (sh *shared) manual(act func(ctx context.Context) (store.Status, error)) {
-	if sh.down.Load() {
+// manual runs a manual action (ForceOpen or Reset) in the store first, for
+// every process, unless the store is unreachable (the action is then this
+// process's alone, until it answers): one round trip on the caller's
+// goroutine, bounded by the store timeout. The fleet moves to a new epoch,
+// which ends any lease and fences every decision of the epochs before.
+func (sh *shared) manual(b *Breaker, force bool) {
+	a, notes := sh.step(fleet.Manual{Force: force}, nil)
+	sh.handOver(a, notes)
+	if !a.Force && !a.Reset {
 		return
 	}
 	var st store.Status
 	err := sh.call(func(ctx context.Context) (err error) {
-		st, err = act(ctx)
+		if force {
+			st, err = sh.st.ForceOpen(ctx, b.Name())
+		} else {
+			st, err = sh.st.Reset(ctx, b.Name())
+		}
 		return err
 	})
-	if err != nil {
-		sh.failed(err)
-		return
-	}
-	sh.probeOf.Store(nil)
-	sh.raiseEpoch(st.Epoch)
-}
-
-// failed switches the breaker to its fallback after a store call of its
-// own failed.
-func (sh *shared) failed(err error) {
-	sh.errors.Add(1)
-	if !sh.down.Load() && sh.losing.CompareAndSwap(false, true) {
-		sh.b.mgr.sendStore(failedMsg{h: sh.hub, sh: sh, err: err})
-	}
-}
-
-// follow moves the breaker as store.Follow, the mirror's pure rule, says
-// for status st, asked for at at. On the loop it also corrects the end of
-// the current state's timer; a caller leaves that to the loop's next
-// resync. A halted breaker follows nothing, nor one whose forcing is on
-// its way to the store. While a caller applies its probe's verdict, what
-// the loop hears waits for the verdict (see deferTo).
-func (sh *shared) follow(st store.Status, at time.Time, onLoop bool) {
-	b := sh.b
-	if onLoop && sh.deciding.Load() {
-		h := sh.deferTo(st, at)
-		if h == nil {
-			return
-		}
-		st, at = h.st, h.at
-	}
-	s := b.mach.Snapshot()
-	if s.Halted || sh.forcing.Load() {
-		return
-	}
-	now := b.mgr.clk.Now()
-	// This process holds the lease while its probe is the breaker's
-	// current state: once the probe's time ran out here (the lease's
-	// too), another process may hold it.
-	held := sh.probeOf.Load()
-	holder := held != nil && held.gen == s.Gen && s.State == breaker.Probing
-	cur := store.Mirror{State: s.State, Epoch: sh.epoch.Load(), Until: s.Until, Forced: s.Forced, Holder: holder}
-	next, changed := store.Follow(cur, st, at, now)
-	if !changed {
-		return
-	}
-	if next.Epoch > cur.Epoch {
-		sh.raiseEpoch(next.Epoch)
-		if held != nil {
-			// A new epoch ends the lease this process held.
-			sh.probeOf.CompareAndSwap(held, nil)
-		}
-	}
-	var hold time.Duration
-	if !next.Until.IsZero() {
-		hold = next.Until.Sub(now)
-	}
-	if next.State == s.State && next.Forced == s.Forced {
-		if onLoop && !next.Until.IsZero() && !next.Until.Equal(s.Until) {
-			b.mgr.extend(b, s.Gen, next.Until)
-		}
-		return
-	}
-	step, ok := b.mach.Mirror(next.State, next.Until, next.Forced, now)
-	if !ok {
-		return
-	}
-	if onLoop {
-		b.mgr.handleNote(note{b: b, step: step, hold: hold, held: true})
-	} else {
-		b.mgr.notifyHeld(b, step, hold)
-	}
+	a, notes = sh.step(fleet.ManualReply{Status: st, Err: err}, nil)
+	sh.handOver(a, notes)
 }
 
 // link implements truth.
 func (sh *shared) link() storeLink {
-	return storeLink{shared: true, down: sh.down.Load(), errors: sh.errors.Load()}
+	return storeLink{shared: true, down: sh.hints.Load()&hintDown != 0, errors: sh.errors.Load()}
 }
 
 // fixed checks that cfg keeps the store, the fallback and the strategy,

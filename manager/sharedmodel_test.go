@@ -6,6 +6,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	fstep "github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/recover"
 	"github.com/fusebox-go/fusebox/store"
 )
@@ -37,9 +38,9 @@ import (
 //
 // Each manager's view is modelled to the generation (Snapshot.Gen counts
 // its transitions), so that a transition too many or too few is caught.
-// What a view does with a status or a change it hears of is store.Follow,
-// the mirror's documented rule (tested by its own tables); the model
-// applies it as the manager must, to what the model's store says.
+// What a view does with a status or a change it hears of is decided by the
+// breaker's real step (package fleet's Step, tested by its own tables), fed what the
+// model's store says.
 
 // sharedProbeTime is the longest probe time in the fuzz target.
 const sharedProbeTime = 10 * time.Second
@@ -214,28 +215,29 @@ func (m *fleetModel) staled(i int, gen uint64, why string) {
 }
 
 // followView is what the manager does with status st of the store, asked
-// for (or heard of) at at: store.Follow, applied as the manager applies it.
-// The mirror holds the lease while its probe is its current state: not
-// once the probe's time ran out, though it keeps the lease until the
-// probe's permit is released.
+// for (or heard of) at at: the breaker's real step (fleet.Step), fed the
+// status as the manager feeds it, on a state and a view made of the
+// model's. The mirror holds the lease while its probe is its current
+// state: not once the probe's time ran out, though it keeps the lease
+// until the probe's permit is released.
 func followView(v *mgrView, st store.Status, at, now time.Time, onLoop bool) {
-	holder := v.lease != 0 && v.state == breaker.Probing && v.lease == v.gen
-	cur := store.Mirror{State: v.state, Epoch: v.epoch, Until: v.until, Forced: v.forced, Holder: holder}
-	next, changed := store.Follow(cur, st, at, now)
-	if !changed {
-		return
+	s := fstep.State{Epoch: v.epoch}
+	if v.lease != 0 {
+		s.Held = fstep.Lease{Gen: v.lease, Epoch: v.epoch}
 	}
-	if next.Epoch > v.epoch {
-		v.epoch, v.lease = next.Epoch, 0
+	view := fstep.View{State: v.state, Gen: v.gen, Until: v.until, Forced: v.forced}
+	next, a := fstep.Step(s, view, now, fstep.Heard{Status: st, At: at})
+	v.epoch = next.Epoch
+	if !next.Held.Held() {
+		v.lease = 0
 	}
-	if next.State == v.state && next.Forced == v.forced {
-		// The same state: only the loop corrects an open period's end.
-		if onLoop && v.state == breaker.Open && !next.Until.IsZero() {
-			v.until = next.Until
-		}
-		return
+	switch {
+	case a.Move != nil:
+		moveView(v, a.Move.State, a.Move.Until, a.Move.Forced)
+	case onLoop && !a.Extend.IsZero() && v.state == breaker.Open:
+		// Only the loop corrects an open period's end.
+		v.until = a.Extend
 	}
-	moveView(v, next.State, next.Until, next.Forced)
 }
 
 // follow is followView on manager i's view (and its alternative), by why

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/store"
 )
 
@@ -20,34 +21,29 @@ type changeMsg struct {
 	at     time.Time
 }
 
-func (msg changeMsg) handle(m *Manager) {
-	b, ok := m.byName[msg.change.Name]
-	if !ok {
-		return
+func (msg changeMsg) handle(*Manager) {
+	if sh := msg.h.byName[msg.change.Name]; sh != nil {
+		sh.loopStep(fleet.Heard{Status: msg.change.Status(), At: msg.at})
 	}
-	sh, ok := b.truth.(*shared)
-	if !ok || sh.hub != msg.h || sh.down.Load() {
-		return
-	}
-	sh.follow(msg.change.Status(), msg.at, true)
 }
 
-// statusMsg is the answer to a status call of the hub: the statuses of
-// list, in order, or the call's error.
+// statusMsg is the answer to a status read of the hub: the statuses of
+// list, in order, or the read's error.
 type statusMsg struct {
 	h        *hub
 	list     []*shared
 	statuses []store.Status
 	err      error
-	// at is when the call was made, on the manager's clock: durations
+	// at is when the read was made, on the manager's clock: durations
 	// the store returned count from there, however late the reply is
 	// handled.
 	at time.Time
-	// seq numbers the call among the hub's (hub.asked): only one started
+	// seq numbers the read among the hub's (hub.asked): only one started
 	// after a breaker fell back is news that its store answers.
 	seq uint64
-	// resync marks the answer to the periodic resync.
-	resync bool
+	// resync marks the answer to the periodic resync, join that to the
+	// read of breakers that just registered.
+	resync, join bool
 }
 
 func (msg statusMsg) handle(m *Manager) {
@@ -55,8 +51,11 @@ func (msg statusMsg) handle(m *Manager) {
 	if msg.resync {
 		h.resyncing = false
 	}
+	if msg.join {
+		h.joinBusy = false
+	}
 	if msg.err != nil {
-		m.storeDown(h, nil, msg.err)
+		m.storeDown(h, msg.err)
 		return
 	}
 	if h.down {
@@ -64,25 +63,32 @@ func (msg statusMsg) handle(m *Manager) {
 		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(msg.list))
 	}
 	for i, sh := range msg.list {
-		sh.restored(msg.seq)
+		if sh.b.removed {
+			continue
+		}
+		sh.loopStep(fleet.Answered{Seq: msg.seq})
 		if i < len(msg.statuses) {
-			sh.heard(msg.statuses[i], msg.at, msg.seq)
+			sh.loopStep(fleet.Heard{Status: msg.statuses[i], At: msg.at, Seq: msg.seq})
 		}
 	}
 }
 
-// decidedMsg is the result of an opening, a probe's verdict or a forcing
-// the loop sent to the store: the status it left, and whether it was
-// applied (won); made at at.
+// decidedMsg is the answer to a store call the loop made for breaker sh:
+// an opening, a failed probe's verdict or a forcing.
 type decidedMsg struct {
-	sh     *shared
-	status store.Status
-	won    bool
-	err    error
-	at     time.Time
+	sh *shared
+	d  fleet.Decided
 }
 
-func (msg decidedMsg) handle(*Manager) { msg.sh.decided(msg) }
+func (msg decidedMsg) handle(*Manager) {
+	if msg.sh.b.removed {
+		return
+	}
+	if msg.d.Err != nil {
+		msg.sh.errors.Add(1)
+	}
+	msg.sh.loopStep(msg.d)
+}
 
 // failedMsg says that a store call failed: one of breaker sh's, or, for sh
 // nil, the hub's watch.
@@ -95,8 +101,13 @@ type failedMsg struct {
 func (msg failedMsg) handle(m *Manager) {
 	if msg.sh == nil {
 		msg.h.resyncing = false
+		m.storeDown(msg.h, msg.err)
+		return
 	}
-	m.storeDown(msg.h, msg.sh, msg.err)
+	if !msg.sh.b.removed {
+		msg.sh.errors.Add(1)
+		msg.sh.loopStep(fleet.Failed{Err: msg.err})
+	}
 }
 
 // goStore runs a store call off the loop, with the store deadline, and

@@ -90,6 +90,7 @@ const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
 // runDue expires every deadline due at now, and starts the hubs' resync
 // when it is due.
 func (m *Manager) runDue() {
+	m.joinDue()
 	m.resyncDue()
 	if len(m.timers) == 0 {
 		return

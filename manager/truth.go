@@ -20,17 +20,14 @@ import (
 // they count. A local breaker's release is so exactly what it would be
 // without sharing.
 type truth interface {
-	// probe is Acquire for the caller that won the local probe slot:
-	// ticket t, by step (half_open to probing). It returns the caller's
-	// permit, or declines it.
-	probe(b *Breaker, ctx context.Context, t machine.Ticket, step machine.Step) (Permit, error)
-	// verdict runs as the probe of ticket t ends with outcome o, before the
-	// machine applies it. It returns the outcome to apply, and what to do
-	// once the machine has applied it, or found it stale (nil: nothing).
-	verdict(b *Breaker, t machine.Ticket, o classify.Outcome) (classify.Outcome, func())
-	// force and reset run before ForceOpen and Reset apply here.
-	force(b *Breaker)
-	reset(b *Breaker)
+	// acquire is Acquire in half_open, where the caller may win the
+	// probe: it returns the caller's permit, or declines it.
+	acquire(b *Breaker, ctx context.Context) (Permit, error)
+	// endProbe ends the probe of ticket t with outcome o (err: the
+	// probe's error, if any).
+	endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error)
+	// manual runs before ForceOpen (force) or Reset applies here.
+	manual(b *Breaker, force bool)
 	// applied runs on the loop once the step of note n is applied; d is the
 	// period Recover decided for it, if any.
 	applied(b *Breaker, n note, d time.Duration)
@@ -56,17 +53,31 @@ type storeLink struct {
 // everything, and the manager's loop runs its timers.
 type local struct{}
 
-func (local) probe(b *Breaker, _ context.Context, t machine.Ticket, step machine.Step) (Permit, error) {
-	b.mgr.notify(b, step)
+func (local) acquire(b *Breaker, _ context.Context) (Permit, error) {
+	t, step, oerr := b.mach.Acquire(b.mgr.clk.Now())
+	switch {
+	case oerr != nil:
+		b.stats.Add(statDeclined)
+		return Permit{}, oerr
+	case t.Gen == 0:
+		return b.halted(b.mach.Snapshot())
+	}
+	if step.Gen != 0 {
+		b.mgr.notify(b, step)
+	}
 	return b.permit(t), nil
 }
 
-func (local) verdict(_ *Breaker, _ machine.Ticket, o classify.Outcome) (classify.Outcome, func()) {
-	return o, nil
+func (local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error) {
+	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
+	if r == machine.Stale {
+		b.stats.Add(statStale)
+		return
+	}
+	b.mgr.send(note{b: b, step: step})
 }
 
-func (local) force(*Breaker)                        {}
-func (local) reset(*Breaker)                        {}
+func (local) manual(*Breaker, bool)                 {}
 func (local) applied(*Breaker, note, time.Duration) {}
 func (local) registered(*Breaker)                   {}
 func (local) removed(*Breaker)                      {}

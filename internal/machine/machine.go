@@ -36,6 +36,9 @@ type Snapshot struct {
 	// (nil if none), kept only so that Window can show the rate it
 	// tripped on: Current hands it to no call.
 	counter breaker.Counter
+	// held says that no timer ends the state: the driver holds it (see
+	// Hold), and Expire leaves it as it is.
+	held bool
 }
 
 // Ticket is what an admitted call holds until it reports its outcome: the
@@ -405,7 +408,7 @@ func (m *Machine) EndProbe(t Ticket, o classify.Outcome, err error, now time.Tim
 func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
 	for {
 		s := m.cur.Load()
-		if s.Gen != gen || s.Forced || s.Halted || (s.State != breaker.Open && s.State != breaker.Probing) || now.Before(s.Until) {
+		if s.Gen != gen || s.Forced || s.held || s.Halted || (s.State != breaker.Open && s.State != breaker.Probing) || now.Before(s.Until) {
 			return Step{}, false
 		}
 		if step, ok := m.move(s, breaker.HalfOpen, now, 0, breaker.CauseTimer, false, nil); ok {
@@ -424,6 +427,25 @@ func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
 		}
 		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false, opened(s))
 		next.counter = s.counter
+		if m.cur.CompareAndSwap(s, next) {
+			return true
+		}
+	}
+}
+
+// Hold ends the timer of generation gen, an open or probing state, without
+// a transition: the state lasts until the driver moves the breaker (a
+// shared breaker whose store cannot be reached, failing closed, stays open
+// until the store answers). It reports false if the breaker has moved on
+// from gen, is halted, or is not open or probing.
+func (m *Machine) Hold(gen uint64) bool {
+	for {
+		s := m.cur.Load()
+		if s.Gen != gen || s.Halted || s.State != breaker.Open && s.State != breaker.Probing {
+			return false
+		}
+		next := m.snapshot(s.State, s.Gen, s.Since, time.Time{}, s.Forced, false, opened(s))
+		next.counter, next.held = s.counter, true
 		if m.cur.CompareAndSwap(s, next) {
 			return true
 		}
@@ -517,15 +539,17 @@ func (m *Machine) halt(removed bool) bool {
 	}
 }
 
-// Mirror moves the breaker to state st at now because the state it shares
-// with other processes says so, with until as the end of its timer (zero if
-// none is known), forced open (st must then be Open) or not. Unlike the
-// other transitions it may go between any two states, since it follows
-// decisions made elsewhere: a fleet's ForceOpen forces it, a fleet's Reset
-// lifts that. It reports false if the breaker is already in st with the
-// same forcing, or is halted, and refuses a state that is not one of the
-// four, or forced for a state other than Open.
-func (m *Machine) Mirror(st breaker.State, until time.Time, forced bool, now time.Time) (Step, bool) {
+// Mirror moves the breaker of generation gen to state st at now because
+// the state it shares with other processes says so, with until as the end
+// of its timer (zero if none is known), forced open (st must then be Open)
+// or not. Unlike the other transitions it may go between any two states,
+// since it follows decisions made elsewhere: a fleet's ForceOpen forces it,
+// a fleet's Reset lifts that. Like every transition it was decided on one
+// generation, and applies only in it: it reports false if the breaker has
+// moved on from gen, is already in st with the same forcing, or is halted,
+// and refuses a state that is not one of the four, or forced for a state
+// other than Open.
+func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, now time.Time) (Step, bool) {
 	if !st.Valid() || forced && st != breaker.Open {
 		return Step{}, false
 	}
@@ -534,7 +558,7 @@ func (m *Machine) Mirror(st breaker.State, until time.Time, forced bool, now tim
 	}
 	for {
 		s := m.cur.Load()
-		if s.State == st && s.Forced == forced || s.Halted {
+		if s.Gen != gen || s.State == st && s.Forced == forced || s.Halted {
 			return Step{}, false
 		}
 		next := m.snapshot(st, s.Gen+1, now, until, forced, false, openedBy(s, st, nil))

@@ -1,9 +1,10 @@
-package store
+package fleet
 
 import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // Mirror is what a process knows of a shared breaker: the state its local
@@ -23,7 +24,7 @@ type Mirror struct {
 const Tolerance = 25 * time.Millisecond
 
 // Follow is the rule a mirror follows: given what it knows (m), a status of
-// the store (st, or a change as Change.Status gives it) asked for at at,
+// the store (st, or a change as store.Change.Status gives it) asked for at at,
 // and now, it returns the mirror's next state and whether it changes. It is
 // a pure function: the manager applies its answer.
 //
@@ -48,7 +49,7 @@ const Tolerance = 25 * time.Millisecond
 //
 // A state whose time is over by now is followed by the state after it:
 // open by half-open, another's probe by half-open.
-func Follow(m Mirror, st Status, at, now time.Time) (Mirror, bool) {
+func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 	switch {
 	case st.Epoch < m.Epoch:
 		return m, false
@@ -99,7 +100,7 @@ func Follow(m Mirror, st Status, at, now time.Time) (Mirror, bool) {
 }
 
 // fleet returns the state the status describes, as a mirror at now.
-func fleet(st Status, at, now time.Time) Mirror {
+func fleet(st store.Status, at, now time.Time) Mirror {
 	f := Mirror{Epoch: st.Epoch}
 	switch {
 	case !st.Opened():

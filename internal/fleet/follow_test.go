@@ -1,4 +1,4 @@
-package store_test
+package fleet_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/store"
 )
 
@@ -21,21 +22,21 @@ const (
 	P = breaker.Probing
 )
 
-func mir(st breaker.State, epoch uint64, until time.Time, holder bool) store.Mirror {
-	return store.Mirror{State: st, Epoch: epoch, Until: until, Holder: holder}
+func mir(st breaker.State, epoch uint64, until time.Time, holder bool) fleet.Mirror {
+	return fleet.Mirror{State: st, Epoch: epoch, Until: until, Holder: holder}
 }
 
-func forced(epoch uint64) store.Mirror {
-	return store.Mirror{State: O, Epoch: epoch, Forced: true}
+func forced(epoch uint64) fleet.Mirror {
+	return fleet.Mirror{State: O, Epoch: epoch, Forced: true}
 }
 
 func TestFollow(t *testing.T) {
 	tests := []struct {
 		name    string
-		m       store.Mirror
+		m       fleet.Mirror
 		st      store.Status
 		at, now time.Time
-		want    store.Mirror
+		want    fleet.Mirror
 		changed bool
 	}{
 		{"an older epoch changes nothing (a late reply)", mir(C, 2, time.Time{}, false), store.Status{Epoch: 1, Open: time.Minute}, t0, t0, mir(C, 2, time.Time{}, false), false},
@@ -74,14 +75,14 @@ func TestFollow(t *testing.T) {
 		{"a change: released", mir(P, 1, t1, false), store.Change{Kind: store.Released, Epoch: 1}.Status(), t0, t0, mir(H, 1, time.Time{}, false), true},
 	}
 	for _, tt := range tests {
-		got, changed := store.Follow(tt.m, tt.st, tt.at, tt.now)
+		got, changed := fleet.Follow(tt.m, tt.st, tt.at, tt.now)
 		if got != tt.want || changed != tt.changed {
 			t.Errorf("%s: Follow(%s, %+v, at %v, now %v) = %s, %v; want %s, %v", tt.name, show(tt.m), tt.st, tt.at.Sub(t0), tt.now.Sub(t0), show(got), changed, show(tt.want), tt.changed)
 		}
 	}
 }
 
-func show(m store.Mirror) string {
+func show(m fleet.Mirror) string {
 	until := "-"
 	if !m.Until.IsZero() {
 		until = "t0+" + m.Until.Sub(t0).String()

@@ -1,0 +1,724 @@
+// Package fleet decides what one process does with a breaker it shares with
+// other processes through a store.Store: grant a probe and take its lease,
+// apply a probe's verdict (and what to do when the store finds it stale),
+// follow a status or a change it heard, fall back when the store cannot be
+// reached and come back when it answers, force the fleet after a forcing
+// made during an outage, and which outcomes to report.
+//
+// Every one of those decisions is made by Step, a pure function of the
+// state the process keeps of the breaker (State), what its state machine
+// shows (View), the time, and one message: what happened (Msg). Step starts
+// no goroutine, reads no clock and touches no atomic; it returns the next
+// state and the Actions its owner carries out: a change of the machine,
+// named by the generation it was decided on, store calls, events. The
+// manager owns one State per shared breaker, feeds it every reply and
+// every status it hears, and applies the actions; tests and the fuzz model
+// drive Step as it is, from fixed instants.
+package fleet
+
+import (
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// DefaultLease is a probe's lease when the breaker's Recover has not
+// decided one yet (the breaker never opened in this process).
+const DefaultLease = 10 * time.Second
+
+// minHold is the shortest timer Step asks for: a lease or a period with
+// less than a millisecond left (the stores' unit) is held for one.
+const minHold = time.Millisecond
+
+// Lease is a probe lease of this process: the probing generation of its
+// machine it was taken for, the token that holds it in the store, the
+// store's epoch it belongs to, and how long it was asked for. The zero
+// Lease is none.
+type Lease struct {
+	Gen   uint64
+	Token string
+	Epoch uint64
+	For   time.Duration
+}
+
+// Held reports whether l is a lease.
+func (l Lease) Held() bool { return l.Gen != 0 }
+
+// Heard is a status of the store as the process heard it: read, or carried
+// by a change or a reply, at At. Seq numbers the hub's status read that
+// brought it (zero for a change or a reply): only a read can tell that the
+// store lost its data.
+type Heard struct {
+	Status store.Status
+	At     time.Time
+	Seq    uint64
+}
+
+// Trip is a trip this process decided: the breaker's generation it opens
+// and the closed epoch the store counted it in.
+type Trip struct {
+	Gen   uint64
+	Epoch uint64
+}
+
+// State is what a process knows and has decided of one shared breaker.
+// The zero State (with Policy and Fallback set) is a breaker that has just
+// joined, in the first closed epoch.
+type State struct {
+	// Policy and Fallback are the breaker's configuration.
+	Policy   store.Policy
+	Fallback store.Fallback
+
+	// Epoch is the store's epoch the machine's state follows; EpochAt is
+	// the count of the hub's status reads started when it last rose: a
+	// later read that finds the store below it means the store lost its
+	// data.
+	Epoch   uint64
+	EpochAt uint64
+	// Lease is how long the next probe may run, as the breaker's Recover
+	// decided when it opened; zero until then.
+	Lease time.Duration
+	// Acquiring is the lease a caller that won the local probe is asking
+	// the store for; Held the lease this process holds; Failing the lease
+	// of a failed probe, which the loop resolves once Recover has decided
+	// the next open period.
+	Acquiring, Held, Failing Lease
+	// Tripped is the trip this process decided and has not told the
+	// store of yet.
+	Tripped Trip
+	// Deciding is the probing generation whose verdict a caller is
+	// applying in the store; what is heard meanwhile waits in Deferred
+	// (the newest epoch's), to be followed once the verdict is applied.
+	Deciding uint64
+	Deferred *Heard
+	// Down says the store could not be reached and Fallback is in effect,
+	// since the hub had started DownAt status reads: only a later one's
+	// answer says the store is back.
+	Down   bool
+	DownAt uint64
+	// Forcing says the breaker was forced open while the store was
+	// unreachable and the fleet's forcing is on its way: nothing the store
+	// says before its answer is followed.
+	Forcing bool
+	// Dirty says a failure was reported since the last success reported
+	// (a consecutive policy): the next success ends the shared run.
+	Dirty bool
+	// Calls and Failures are the window's counts as the store last gave
+	// them (a window policy).
+	Calls, Failures int64
+}
+
+// View is what the owner of a State sees besides it: the breaker's
+// machine, as one snapshot, and the count of status reads the hub of its
+// store has started.
+type View struct {
+	State  breaker.State
+	Gen    uint64
+	Until  time.Time
+	Forced bool
+	Halted bool
+	Asked  uint64
+}
+
+// Msg is what happened to a shared breaker: one of the types of this
+// package below. Each names the caller or the goroutine that sends it.
+type Msg interface{ isMsg() }
+
+// Outcome is a call's outcome in the closed generation Gen, which the
+// breaker's own counter counted already (LocalTrip: it trips the local
+// count). A caller sends it for every failure and for a success that may
+// matter to the store (the first after failures, or one that may bring a
+// window to its threshold); a healthy success of a healthy breaker sends
+// nothing.
+type Outcome struct {
+	Gen       uint64
+	Outcome   classify.Outcome
+	LocalTrip bool
+}
+
+// Recorded is the store's reply to an outcome a caller reported (Report):
+// the verdict of RecordFailure or RecordSuccess, or the call's error,
+// asked for at At.
+type Recorded struct {
+	Gen       uint64
+	Failure   bool
+	LocalTrip bool
+	Verdict   store.Verdict
+	Err       error
+	At        time.Time
+}
+
+// ProbeWon says a caller won the local probe slot, moving the machine to
+// probing generation Gen; Token is the one it will hold the lease with.
+type ProbeWon struct {
+	Gen   uint64
+	Token string
+}
+
+// ProbeReply is the store's answer to the lease a caller asked for (the
+// Acquire action): won or not, the status it gave, or the call's error;
+// Canceled says the caller gave up (its context ended) first.
+type ProbeReply struct {
+	Gen      uint64
+	Won      bool
+	Status   store.Status
+	Err      error
+	Canceled bool
+	At       time.Time
+}
+
+// ProbeEnded says the caller of the probe of generation Gen released it
+// with outcome Outcome.
+type ProbeEnded struct {
+	Gen     uint64
+	Outcome classify.Outcome
+}
+
+// VerdictReply is the store's answer to a probe's verdict a caller sent
+// (a Resolve action that is not OnLoop).
+type VerdictReply struct {
+	Gen     uint64
+	Outcome classify.Outcome
+	Applied bool
+	Status  store.Status
+	Err     error
+	At      time.Time
+}
+
+// Applied says the loop applied a step of the machine: Transition, into
+// generation Gen, at At, with cause Cause; Period is what Recover decided
+// for the state it entered, if anything.
+type Applied struct {
+	breaker.Transition
+	Gen    uint64
+	Cause  breaker.Cause
+	At     time.Time
+	Period time.Duration
+}
+
+// LeaseDecided is the next probe's lease Recover decided (after an
+// AskLease action).
+type LeaseDecided struct{ Lease time.Duration }
+
+// Decided is the store's answer to a call the loop made (an Open, a
+// failed probe's Resolve, a ForceForFleet): applied (Won) or not, and the
+// status it left, or the call's error.
+type Decided struct {
+	Won    bool
+	Status store.Status
+	Err    error
+	At     time.Time
+}
+
+// Manual says a caller is about to force the breaker open (Force) or
+// reset it, for the fleet.
+type Manual struct{ Force bool }
+
+// ManualReply is the store's answer to a manual action (ForceOpen or
+// Reset), or its error.
+type ManualReply struct {
+	Status store.Status
+	Err    error
+}
+
+// Failed says a store call of the breaker, or of its hub (its watch or a
+// status read), failed with Err.
+type Failed struct{ Err error }
+
+// Answered says a status read of the hub, the Seq-th, answered: the store
+// can be reached.
+type Answered struct{ Seq uint64 }
+
+func (Outcome) isMsg()      {}
+func (Recorded) isMsg()     {}
+func (ProbeWon) isMsg()     {}
+func (ProbeReply) isMsg()   {}
+func (ProbeEnded) isMsg()   {}
+func (VerdictReply) isMsg() {}
+func (Applied) isMsg()      {}
+func (LeaseDecided) isMsg() {}
+func (Decided) isMsg()      {}
+func (Manual) isMsg()       {}
+func (ManualReply) isMsg()  {}
+func (Failed) isMsg()       {}
+func (Answered) isMsg()     {}
+func (Heard) isMsg()        {}
+
+// Report is what a caller tells the store of an outcome.
+type Report uint8
+
+const (
+	// ReportNone: nothing.
+	ReportNone Report = iota
+	// ReportFailure: RecordFailure.
+	ReportFailure
+	// ReportSuccess: RecordSuccess.
+	ReportSuccess
+)
+
+// Move is a change of the machine Step decided on the snapshot of
+// generation Gen: to State (Forced), with Until as the end of its timer
+// (zero: none) and Hold as what is left of it at the step's now. It
+// applies only if the machine is still in Gen.
+type Move struct {
+	Gen    uint64
+	State  breaker.State
+	Until  time.Time
+	Forced bool
+	Hold   time.Duration
+}
+
+// AcquireCall asks the store for a probe lease.
+type AcquireCall struct {
+	Token string
+	Epoch uint64
+	Lease time.Duration
+}
+
+// ResolveCall sends a probe's verdict to the store. OnLoop: the loop sends
+// it (a failed probe, with the next open period Reopen); otherwise the
+// caller does, and its answer comes back as a VerdictReply.
+type ResolveCall struct {
+	Lease   Lease
+	Outcome classify.Outcome
+	Reopen  time.Duration
+	OnLoop  bool
+}
+
+// OpenCall opens the breaker in the store from closed epoch Epoch, until
+// Until on the process's clock.
+type OpenCall struct {
+	Epoch uint64
+	Until time.Time
+}
+
+// Actions are what a Step asks its owner to do. At most one change of the
+// machine (Move, Clear, End, Trip or Renew) is asked for in one step.
+type Actions struct {
+	// Move changes the machine's state; Clear ends the timer of the
+	// machine's generation Clear without a transition (FailClosed holds
+	// the breaker open until the store answers); Extend, for the loop
+	// only, moves the end of the open period of generation ExtendGen to
+	// Extend.
+	Move      *Move
+	Clear     uint64
+	Extend    time.Time
+	ExtendGen uint64
+	// Trip: the outcome trips the closed generation (Recorded, Outcome).
+	Trip bool
+	// Report: what to tell the store of an Outcome.
+	Report Report
+	// Acquire: ask the store for the lease of a probe (ProbeWon).
+	Acquire *AcquireCall
+	// Hold is how long the probing state a caller entered lasts, for its
+	// timer (ProbeWon, ProbeReply); Decline: decline that caller (another
+	// process probes, or the fleet moved on); GiveBack: end its probe as
+	// ignored (it gave up).
+	Hold     time.Duration
+	Decline  bool
+	GiveBack bool
+	// End ends the probe of the message's generation with this outcome
+	// in the machine (ProbeEnded, VerdictReply); zero: not now.
+	End classify.Outcome
+	// Resolve sends a probe's verdict to the store.
+	Resolve *ResolveCall
+	// Open opens the breaker in the store.
+	Open *OpenCall
+	// ForceForFleet forces the breaker open in the store, for a forcing
+	// made while it was unreachable; Force and Reset are a manual action's
+	// store call, made by its caller.
+	ForceForFleet bool
+	Force, Reset  bool
+	// AskLease: ask Recover how long the next probe may run, and send the
+	// answer as LeaseDecided.
+	AskLease bool
+	// Lost and Restored: publish the store link's change; Renew: give the
+	// closed machine a fresh counter (the store counts again).
+	Lost, Restored, Renew bool
+	// FellBack is the error that made the breaker fall back, for the log.
+	FellBack error
+	// Then are statuses to follow once this step's change of the machine
+	// is applied, one Step each.
+	Then []Heard
+}
+
+// Step is every decision of a shared breaker: given what the process
+// knows (s), what its machine shows (v), the time and what happened (m),
+// it returns the next state and what to do. It is pure.
+func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
+	var a Actions
+	switch m := m.(type) {
+	case Outcome:
+		s.outcome(m, &a)
+	case Recorded:
+		s.recorded(v, now, m, &a)
+	case ProbeWon:
+		s.probeWon(m, &a)
+	case ProbeReply:
+		s.probeReply(v, now, m, &a)
+	case ProbeEnded:
+		s.probeEnded(v, m, &a)
+	case VerdictReply:
+		s.verdictReply(v, m, &a)
+	case Applied:
+		s.applied(m, &a)
+	case LeaseDecided:
+		s.Lease = max(m.Lease, minHold)
+	case Decided:
+		s.decided(v, now, m, &a)
+	case Manual:
+		if !s.Down {
+			a.Force, a.Reset = m.Force, !m.Force
+		}
+	case ManualReply:
+		if m.Err != nil {
+			s.fallBack(v, m.Err, &a)
+			break
+		}
+		s.Held = Lease{}
+		s.raise(v, m.Status.Epoch)
+	case Failed:
+		s.fallBack(v, m.Err, &a)
+	case Answered:
+		s.answered(v, now, m, &a)
+	case Heard:
+		s.hear(v, now, m, &a)
+	}
+	return s, a
+}
+
+// outcome decides what a caller reports of an outcome in the closed state.
+func (s *State) outcome(m Outcome, a *Actions) {
+	switch {
+	case s.Down:
+		// Only the local fallback counts, and trips.
+		a.Trip = s.Fallback == store.FallbackLocal && m.LocalTrip
+	case m.Outcome == classify.Failure:
+		a.Report = ReportFailure
+	case m.Outcome != classify.Success:
+	case s.Policy.Window():
+		a.Report = ReportSuccess
+	case s.Dirty:
+		// The first success after this process's failures ends the
+		// shared run; later ones have nothing to end.
+		s.Dirty = false
+		a.Report = ReportSuccess
+	}
+}
+
+// recorded takes the store's verdict on a reported outcome.
+func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
+	if m.Err != nil {
+		if !m.Failure && !s.Policy.Window() {
+			s.Dirty = true // the run was not ended: end it with the next success
+		}
+		s.fallBack(v, m.Err, a)
+		a.Trip = s.Fallback == store.FallbackLocal && m.LocalTrip
+		return
+	}
+	if m.Failure {
+		s.Dirty = true
+	}
+	if s.Policy.Window() {
+		s.Calls, s.Failures = m.Verdict.Calls, m.Verdict.Failures
+	} else if !m.Failure {
+		return // a consecutive success's reply says nothing more
+	}
+	switch {
+	case m.Verdict.Opened():
+		// The fleet is open already: follow it.
+		s.hear(v, now, Heard{Status: m.Verdict.Status, At: m.At}, a)
+	case s.Policy.Trips(m.Verdict):
+		// The trip belongs to the closed epoch the store counted in.
+		s.raise(v, m.Verdict.Epoch)
+		s.Tripped = Trip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch}
+		a.Trip = true
+	}
+}
+
+// lease is how long the next probe's lease is.
+func (s *State) lease() time.Duration {
+	if s.Lease > 0 {
+		return s.Lease
+	}
+	return DefaultLease
+}
+
+// probeWon decides what a caller that won the local probe does: take the
+// store's lease, or, while the store is unreachable, probe on its own.
+func (s *State) probeWon(m ProbeWon, a *Actions) {
+	if s.Down {
+		a.Hold = max(s.Lease, minHold)
+		return
+	}
+	s.Acquiring = Lease{Gen: m.Gen, Token: m.Token, Epoch: s.Epoch, For: s.lease()}
+	a.Acquire = &AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: s.Acquiring.For}
+}
+
+// probeReply takes the store's answer to a lease.
+func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
+	l := s.Acquiring
+	if l.Gen != m.Gen {
+		l = Lease{Gen: m.Gen, For: s.lease()}
+	}
+	s.Acquiring = Lease{}
+	switch {
+	case m.Canceled:
+		// The caller gave up: give the probe slot back. A lease the
+		// store granted meanwhile lapses at its time.
+		a.Hold, a.GiveBack = l.For, true
+	case m.Err != nil:
+		// The local probe goes ahead, for the lease it asked for.
+		s.fallBack(v, m.Err, a)
+		a.Hold = l.For
+	case m.Won:
+		s.Held = l
+		a.Hold = l.For
+	default:
+		// Another process probes, the store's open period is not over,
+		// or the fleet moved to another epoch: decline, and follow what
+		// the store says.
+		a.Hold, a.Decline = max(m.Status.Probe, minHold), true
+		s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
+	}
+}
+
+// probeEnded decides what becomes of a probe's verdict.
+func (s *State) probeEnded(v View, m ProbeEnded, a *Actions) {
+	l := s.Held
+	if l.Gen != m.Gen {
+		// No lease of this probe's: the store was unreachable.
+		a.End = m.Outcome
+		return
+	}
+	s.Held = Lease{}
+	current := v.Gen == m.Gen && v.State == breaker.Probing && !v.Halted
+	switch {
+	case s.Down:
+		a.End = m.Outcome
+	case !current:
+		// The probe's generation ended here (its time ran out) while the
+		// lease may still stand: give the lease back with what the
+		// probe learnt, a failure as an ignore (the open period it
+		// would set was never decided), and follow the store. The
+		// release is stale here (End, once the store answered).
+		o := m.Outcome
+		if o == classify.Failure {
+			o = classify.Ignore
+		}
+		s.Deciding = m.Gen
+		a.Resolve = &ResolveCall{Lease: l, Outcome: o}
+	case m.Outcome == classify.Failure:
+		// The breaker opens here at once; the loop resolves the lease
+		// with the period Recover decides, which the lease protects
+		// until then.
+		s.Failing = l
+		a.End = classify.Failure
+	default:
+		// A success or an ignore is applied in the store first, so that
+		// no call this process admits afterwards counts against the run
+		// it clears, nor finds the lease still held.
+		s.Deciding = m.Gen
+		a.Resolve = &ResolveCall{Lease: l, Outcome: m.Outcome}
+	}
+}
+
+// verdictReply takes the store's answer to a verdict a caller sent, and
+// follows what was heard while it was on its way.
+func (s *State) verdictReply(v View, m VerdictReply, a *Actions) {
+	s.Deciding = 0
+	switch {
+	case m.Err != nil:
+		s.fallBack(v, m.Err, a)
+		a.End = m.Outcome
+	case m.Applied:
+		s.raise(v, m.Status.Epoch)
+		a.End = m.Outcome
+	default:
+		// Stale in the store (its lease or its epoch is over): applied
+		// here as an ignore, and the breaker follows the store.
+		a.End = classify.Ignore
+		a.Then = append(a.Then, Heard{Status: m.Status, At: m.At})
+	}
+	if d := s.Deferred; d != nil {
+		s.Deferred = nil
+		a.Then = append(a.Then, *d)
+	}
+}
+
+// applied does what a step the loop applied needs of the store.
+func (s *State) applied(m Applied, a *Actions) {
+	// The next probe's lease is decided as the breaker opens, or as it
+	// turns half-open without having opened here (it joined, or heard
+	// of, an opening whose period is over).
+	if m.To == breaker.Open && m.Cause != breaker.CauseForceOpen || m.To == breaker.HalfOpen && s.Lease == 0 {
+		a.AskLease = true
+	}
+	trip := s.Tripped
+	if trip.Gen == m.Gen {
+		s.Tripped = Trip{}
+	}
+	if s.Down {
+		return
+	}
+	switch m.Transition {
+	case breaker.Transition{From: breaker.Closed, To: breaker.Open}:
+		if m.Cause != breaker.CauseTrip {
+			return
+		}
+		epoch := s.Epoch
+		if trip.Gen == m.Gen {
+			epoch = trip.Epoch
+		}
+		a.Open = &OpenCall{Epoch: epoch, Until: after(m.At, m.Period)}
+	case breaker.Transition{From: breaker.Probing, To: breaker.Open}:
+		// A failed probe: the lease keeps the fleet from probing until
+		// the new period is in the store.
+		if l := s.Failing; l.Held() && l.Gen+1 == m.Gen {
+			s.Failing = Lease{}
+			a.Resolve = &ResolveCall{Lease: l, Outcome: classify.Failure, Reopen: m.Period, OnLoop: true}
+		}
+	}
+}
+
+// decided takes the store's answer to a call the loop made.
+func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
+	s.Forcing = false
+	switch {
+	case m.Err != nil:
+		s.fallBack(v, m.Err, a)
+	case s.Down:
+	case m.Won:
+		// This process's decision stands: its state is the fleet's, in
+		// the new epoch.
+		s.raise(v, m.Status.Epoch)
+	default:
+		// Another process opened first, or the verdict was stale:
+		// follow what stands.
+		s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
+	}
+}
+
+// fallBack puts the breaker on its fallback after err.
+func (s *State) fallBack(v View, err error, a *Actions) {
+	if s.Down {
+		return
+	}
+	s.Down, s.DownAt = true, v.Asked
+	a.Lost, a.FellBack = true, err
+	if v.Forced || v.Halted {
+		return
+	}
+	switch s.Fallback {
+	case store.FailOpen:
+		if v.State != breaker.Closed {
+			a.Move = &Move{Gen: v.Gen, State: breaker.Closed}
+		}
+	case store.FailClosed:
+		// Open with no timer, whatever timer ran: nothing but the
+		// store's answer (or a Reset) lets a call through.
+		switch {
+		case v.State != breaker.Open:
+			a.Move = &Move{Gen: v.Gen, State: breaker.Open}
+		case !v.Until.IsZero():
+			a.Clear = v.Gen
+		}
+	}
+}
+
+// answered ends the fallback once a status read started after it answers,
+// and tells the fleet what this process decided meanwhile.
+func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
+	if !s.Down || m.Seq <= s.DownAt {
+		return
+	}
+	s.Down = false
+	a.Restored = true
+	switch {
+	case s.Fallback == store.FailClosed && v.State == breaker.Open && v.Until.IsZero() && !v.Forced:
+		a.Move = &Move{Gen: v.Gen, State: breaker.Closed}
+	case v.Forced:
+		// Forced open during the outage: force the fleet.
+		s.Forcing = true
+		a.ForceForFleet = true
+	case v.State == breaker.Open && v.Until.After(now):
+		// Opened locally during the outage: tell the fleet.
+		a.Open = &OpenCall{Epoch: s.Epoch, Until: v.Until}
+	}
+	if a.Move == nil {
+		// The counter counted the outage's calls; the store counts
+		// again.
+		a.Renew = v.State == breaker.Closed
+	}
+}
+
+// hear follows a status the process heard, as Follow says, unless it must
+// not: the store is unreachable, a forcing is on its way, or a caller is
+// applying its probe's verdict (the status waits for it).
+func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
+	switch {
+	case s.Down || s.Forcing || v.Halted:
+		return
+	case s.Deciding != 0:
+		if d := s.Deferred; d == nil || h.Status.Epoch >= d.Status.Epoch {
+			s.Deferred = &h
+		}
+		return
+	}
+	if h.Seq > 0 && h.Status.Epoch < s.Epoch && h.Seq > s.EpochAt && v.State == breaker.Closed {
+		// Asked for after this process knew of its epoch, and below
+		// it: the store lost its data. For a closed breaker the store's
+		// numbering is the fleet's from now on. An opened one keeps
+		// its epoch, and its deadlines: a probe may be in flight, and
+		// the emptied store is no closed breaker.
+		s.Epoch = h.Status.Epoch
+	}
+	// This process holds the lease while its probe is the machine's
+	// current state, and while a caller asks for it.
+	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
+	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder}
+	next, changed := Follow(cur, h.Status, h.At, now)
+	if !changed {
+		return
+	}
+	if next.Epoch > cur.Epoch {
+		s.raise(v, next.Epoch)
+		s.Held = Lease{} // a new epoch ends the lease this process held
+	}
+	if next.State == v.State && next.Forced == v.Forced {
+		if !next.Until.IsZero() && !next.Until.Equal(v.Until) {
+			a.Extend, a.ExtendGen = next.Until, v.Gen
+		}
+		return
+	}
+	var hold time.Duration
+	if !next.Until.IsZero() {
+		hold = next.Until.Sub(now)
+	}
+	a.Move = &Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold}
+}
+
+// raise moves the epoch up to e, noting how many status reads had
+// started by then.
+func (s *State) raise(v View, e uint64) {
+	if e > s.Epoch {
+		s.Epoch, s.EpochAt = e, v.Asked
+	}
+}
+
+// after returns t+d, saturating at the latest instant time.Time holds.
+func after(t time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return t
+	}
+	if at := t.Add(d); at.After(t) {
+		return at
+	}
+	return time.Unix(1<<63-1-unixToInternal, 999_999_999)
+}
+
+// unixToInternal is the number of seconds from the zero time.Time to the
+// Unix epoch.
+const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
