@@ -49,9 +49,9 @@ const (
 // shared is the truth of a breaker shared through a store, and all the
 // state only such a breaker has.
 type shared struct {
-	b      *Breaker
-	st     store.Store
-	hub    *hub // set on the loop as the breaker registers, before any caller has it
+	b        *Breaker
+	st       store.Store
+	hub      *hub // set on the loop as the breaker registers, before any caller has it
 	policy   store.Policy
 	fallback store.Fallback
 
