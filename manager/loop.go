@@ -21,6 +21,19 @@ func (m *Manager) run() {
 			tick = m.timer.C
 		}
 		var synced chan struct{}
+		if m.control() {
+			// A request waited: it went first, and the loop looks again.
+			m.drainNotes()
+			m.drainStore()
+			m.runDue()
+			if len(m.faults) > 0 && !m.supervise() {
+				m.halt()
+				m.shutdown()
+				return
+			}
+			m.arm()
+			continue
+		}
 		select {
 		case <-m.quit:
 			m.shutdown()
@@ -58,6 +71,30 @@ func (m *Manager) run() {
 	}
 }
 
+// control handles one request of a caller (a subscription, a removal,
+// a registration, a reconfiguration) that is already waiting, if there is
+// one, and reports whether it did. The loop asks before it waits on every
+// channel at once: a flood of transitions and store changes, which the
+// select would pick as often as a request, cannot keep a caller waiting
+// for more than one round of the loop.
+func (m *Manager) control() bool {
+	select {
+	case sub := <-m.unsubscribec:
+		m.unsubscribe(sub)
+	case req := <-m.subscribec:
+		m.subscribe(req)
+	case req := <-m.removec:
+		m.remove(req)
+	case req := <-m.registerc:
+		m.register(req)
+	case req := <-m.reconfigurec:
+		m.reconfigure(req)
+	default:
+		return false
+	}
+	return true
+}
+
 // drainNotes handles the transitions already waiting, and no more: callers
 // that keep tripping breakers cannot hold the loop here.
 func (m *Manager) drainNotes() {
@@ -87,7 +124,7 @@ func (m *Manager) handleNote(n note) {
 		return
 	}
 	if n.step.Gen == 0 {
-		m.emitStore(b, n.link)
+		n.links.publishLinks()
 		return
 	}
 	if n.step.Gen != b.nextGen {
@@ -140,8 +177,8 @@ func (m *Manager) apply(n note) {
 	if !m.faulted(b) {
 		b.truth.applied(b, n, d)
 	}
-	if n.link != 0 {
-		m.emitStore(b, n.link)
+	if n.links != nil {
+		n.links.publishLinks()
 	}
 }
 

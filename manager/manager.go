@@ -103,10 +103,11 @@ type note struct {
 	held bool
 	// kind is the kind of event the step is published as.
 	kind EventKind
-	// link, when set, is an event of the breaker's link to its store
-	// (EventStoreLost) to publish once the step is applied; a note with
-	// no step (a zero step.Gen) carries only that.
-	link EventKind
+	// links, when set, is the shared breaker whose events of its link to
+	// its store (EventStoreLost, EventStoreRestored), decided with or
+	// before the step, are published once the step is applied; a note
+	// with no step (a zero step.Gen) carries only that.
+	links *shared
 }
 
 type registerReq struct {

@@ -67,6 +67,11 @@ type shared struct {
 
 	pending *pending // window: successes not reported yet, counted lock-free
 	errors  atomic.Uint64
+
+	// links are the events of the store link (EventStoreLost,
+	// EventStoreRestored) steps decided, in order, for the loop to
+	// publish (publishLinks); guarded by mu.
+	links []EventKind
 }
 
 // Bits of shared.hints.
@@ -158,6 +163,12 @@ func (sh *shared) stepLocked(msg fleet.Msg, probeErr error, notes []note) (fleet
 		}
 		sh.state = next
 		sh.publishHints()
+		if a.Lost {
+			sh.links = append(sh.links, EventStoreLost)
+		}
+		if a.Restored {
+			sh.links = append(sh.links, EventStoreRestored)
+		}
 		return a, notes
 	}
 }
@@ -168,8 +179,6 @@ func probeGen(msg fleet.Msg) uint64 {
 	case fleet.ProbeEnded:
 		return m.Gen
 	case fleet.VerdictReply:
-		return m.Gen
-	case fleet.ProbeReply:
 		return m.Gen
 	}
 	return 0
@@ -193,22 +202,34 @@ func (sh *shared) publishHints() {
 }
 
 // handOver hands the machine's steps to the loop, from a caller's
-// goroutine, and does what the step's actions need of the loop: the
-// store link's event and the log line of a fallback.
+// goroutine, with the store link's event the step decided, if any, and
+// logs a fallback.
 func (sh *shared) handOver(a fleet.Actions, notes []note) {
 	m := sh.b.mgr
 	if a.FellBack != nil {
 		sh.logFallBack(a.FellBack)
 	}
+	link := a.Lost || a.Restored
 	for i, n := range notes {
-		if i == len(notes)-1 && a.Lost {
-			n.link = EventStoreLost
-			a.Lost = false
+		if i == len(notes)-1 && link {
+			n.links, link = sh, false
 		}
 		m.send(n)
 	}
-	if a.Lost {
-		m.send(note{b: sh.b, link: EventStoreLost})
+	if link {
+		m.send(note{b: sh.b, links: sh})
+	}
+}
+
+// publishLinks publishes, on the loop, the events of the store link that
+// steps decided, in the order they were decided.
+func (sh *shared) publishLinks() {
+	sh.mu.Lock()
+	links := sh.links
+	sh.links = nil
+	sh.mu.Unlock()
+	for _, k := range links {
+		sh.b.mgr.emitStore(sh.b, k)
 	}
 }
 
@@ -406,7 +427,8 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	if canceled {
 		err = nil
 	}
-	reply, notes := sh.step(fleet.ProbeReply{Gen: t.Gen, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
+	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease}
+	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
 	// The probing step first: the loop arms its timer for the lease.
 	b.mgr.notifyHeld(b, step, reply.Hold)
 	sh.handOver(reply, notes)

@@ -47,14 +47,12 @@ func (sh *shared) onLoop(a fleet.Actions, notes []note, logFall bool) {
 		sh.logFallBack(a.FellBack)
 	}
 	if a.Restored {
-		m.emitStore(b, EventStoreRestored)
+		sh.publishLinks()
 	}
 	for _, n := range notes {
 		m.handleNote(n)
 	}
-	if a.Lost {
-		m.emitStore(b, EventStoreLost)
-	}
+	sh.publishLinks()
 	if !a.Extend.IsZero() {
 		m.extend(b, a.ExtendGen, a.Extend)
 	}

@@ -158,10 +158,11 @@ type ProbeWon struct {
 }
 
 // ProbeReply is the store's answer to the lease a caller asked for (the
-// Acquire action): won or not, the status it gave, or the call's error;
-// Canceled says the caller gave up (its context ended) first.
+// Acquire action, for Lease): won or not, the status it gave, or the
+// call's error; Canceled says the caller gave up (its context ended)
+// first.
 type ProbeReply struct {
-	Gen      uint64
+	Lease    Lease
 	Won      bool
 	Status   store.Status
 	Err      error
@@ -459,11 +460,12 @@ func (s *State) probeWon(m ProbeWon, a *Actions) {
 
 // probeReply takes the store's answer to a lease.
 func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
-	l := s.Acquiring
-	if l.Gen != m.Gen {
-		l = Lease{Gen: m.Gen, For: s.lease()}
+	l := m.Lease
+	if s.Acquiring.Gen == l.Gen {
+		// Another caller may be asking for a lease of a later probe by
+		// now (this one's generation ended meanwhile): its own stays.
+		s.Acquiring = Lease{}
 	}
-	s.Acquiring = Lease{}
 	switch {
 	case m.Canceled:
 		// The caller gave up: give the probe slot back. A lease the
