@@ -1,0 +1,252 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// Breaker is what the store holds of one breaker, read in one atomic step:
+// what an operator inspects (List, Inspect), not what a manager follows
+// (Status).
+type Breaker struct {
+	// Name is the breaker's name.
+	Name string
+	// Status is the breaker's shared state, as Store.Status reads it.
+	store.Status
+	// Holder is the token of the process holding the probe lease; empty
+	// when no process holds it. Status.Probe is the lease's time left.
+	Holder string
+	// Window reports that the counts are a window policy's (the window
+	// key); otherwise they are a consecutive policy's (the failures key).
+	Window bool
+	// Failures is the shared run of consecutive failures or, for a window
+	// policy, the failures of every bucket the window key holds.
+	Failures int64
+	// Calls is the calls of every bucket the window key holds (window
+	// policy only). The store does not record the window's length, so the
+	// buckets it holds may include some older than the window: Calls and
+	// Failures are at least the window's counts, never less.
+	Calls int64
+}
+
+// State returns the breaker's state for the fleet, as the store holds it:
+// Open while the open period runs (or forced: see Forced), Probing while a
+// process holds the probe lease, HalfOpen once the period is over and no
+// process holds the lease, Closed in a closed epoch (counting failures or
+// not).
+func (b Breaker) State() breaker.State {
+	switch {
+	case !b.Opened():
+		return breaker.Closed
+	case b.Forced || b.Open > 0:
+		return breaker.Open
+	case b.Holder != "":
+		return breaker.Probing
+	}
+	return breaker.HalfOpen
+}
+
+// inspectScript reads every key of one breaker at once, so that a state
+// is never pieced together from two epochs.
+//
+// KEYS: epoch, open, probe, failures, window.
+// Returns {epoch, open_pttl, holder, probe_pttl, failures, window}: a
+// missing string is "", a missing hash an empty list.
+var inspectScript = redis.NewScript(`
+return {
+  redis.call('GET', KEYS[1]) or '',
+  redis.call('PTTL', KEYS[2]),
+  redis.call('GET', KEYS[3]) or '',
+  redis.call('PTTL', KEYS[3]),
+  redis.call('GET', KEYS[4]) or '',
+  redis.call('HGETALL', KEYS[5])
+}
+`)
+
+// fields are the fields of a breaker's keys, in inspectScript's order.
+var fields = []string{"epoch", "open", "probe", "failures", "window"}
+
+// Inspect reads everything the store holds of the breaker name. It reports
+// false, and no error, when the store holds nothing of it: a breaker that
+// never failed, or whose counts expired, in its first epoch.
+func (s *Store) Inspect(ctx context.Context, name string) (Breaker, bool, error) {
+	if s.err != nil {
+		return Breaker{}, false, s.err
+	}
+	bs, err := s.inspect(ctx, []string{name})
+	if err != nil {
+		return Breaker{}, false, err
+	}
+	if len(bs) == 0 {
+		return Breaker{}, false, nil
+	}
+	return bs[0], true, nil
+}
+
+// List returns every breaker of which the store holds something, by name.
+// It finds them with SCAN over the store's keys (on every master of a
+// Cluster, every shard of a Ring), then reads each as Inspect does, in one
+// pipeline (split by node on a Cluster). A breaker created during the scan
+// may be missed; one that changes is read as it is when read.
+func (s *Store) List(ctx context.Context) ([]Breaker, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	var mu sync.Mutex // ForEachMaster and ForEachShard scan the nodes at once
+	names := map[string]bool{}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, globEscape(s.prefix)+":{*}:*", 1000).Iterator()
+		for it.Next(ctx) {
+			if name, ok := s.nameOf(it.Val()); ok {
+				mu.Lock()
+				names[name] = true
+				mu.Unlock()
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	default:
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list the breakers of prefix %q: %w", s.prefix, err)
+	}
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	slices.Sort(list)
+	return s.inspect(ctx, list)
+}
+
+// inspect reads the breakers names with inspectScript, in one pipeline,
+// and returns those of which the store holds something, in order.
+func (s *Store) inspect(ctx context.Context, names []string) ([]Breaker, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	keys := make([]string, len(fields))
+	for i, n := range names {
+		for j, f := range fields {
+			keys[j] = s.Key(n, f)
+		}
+		// Eval, not EvalSha: a pipeline cannot fall back on NOSCRIPT.
+		cmds[i] = inspectScript.Eval(ctx, pipe, keys)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		if len(names) == 1 {
+			return nil, wrap("inspect", names[0], err)
+		}
+		return nil, fmt.Errorf("redisstore: inspect %d breakers: %w", len(names), err)
+	}
+	out := make([]Breaker, 0, len(names))
+	for i, n := range names {
+		b, ok, err := parseBreaker(n, cmds[i].Val())
+		if err != nil {
+			return nil, wrap("inspect", n, err)
+		}
+		if ok {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// parseBreaker reads inspectScript's reply. It reports false when no key
+// of the breaker exists.
+func parseBreaker(name string, v any) (Breaker, bool, error) {
+	r, ok := v.([]any)
+	if !ok || len(r) != 6 {
+		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
+	}
+	epoch, _ := r[0].(string)
+	open, ok1 := r[1].(int64)
+	holder, _ := r[2].(string)
+	probe, ok2 := r[3].(int64)
+	failures, _ := r[4].(string)
+	window, ok3 := r[5].([]any)
+	if !ok1 || !ok2 || !ok3 || len(window)%2 != 0 {
+		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
+	}
+	if epoch == "" && open == -2 && holder == "" && failures == "" && len(window) == 0 {
+		return Breaker{}, false, nil
+	}
+	b := Breaker{Name: name, Holder: holder}
+	var e int64
+	if epoch != "" {
+		var err error
+		if e, err = strconv.ParseInt(epoch, 10, 64); err != nil {
+			return Breaker{}, false, fmt.Errorf("epoch %q: %w", epoch, err)
+		}
+	}
+	b.Status = status([]int64{e, open, probe})
+	if failures != "" {
+		n, err := strconv.ParseInt(failures, 10, 64)
+		if err != nil {
+			return Breaker{}, false, fmt.Errorf("failures %q: %w", failures, err)
+		}
+		b.Failures = n
+	}
+	if len(window) > 0 {
+		b.Window, b.Failures = true, 0
+	}
+	for i := 0; i < len(window); i += 2 {
+		f, _ := window[i].(string)
+		c, _ := window[i+1].(string)
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			return Breaker{}, false, fmt.Errorf("window field %q: %w", f, err)
+		}
+		switch {
+		case strings.HasPrefix(f, "c"):
+			b.Calls += n
+		case strings.HasPrefix(f, "f"):
+			b.Failures += n
+		}
+	}
+	return b, true, nil
+}
+
+// nameOf returns the name of the breaker whose key is key, if key is one
+// of a breaker's keys under the store's prefix. A name may hold '}' and
+// ':' (its hash tag then ends at its first '}'), but no field holds "}:",
+// so the name ends at the last "}:".
+func (s *Store) nameOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, s.prefix+":{")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndex(rest, "}:")
+	if i < 0 || !slices.Contains(fields, rest[i+2:]) {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// globEscape escapes the characters SCAN's MATCH pattern gives a meaning.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\*?[]`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
