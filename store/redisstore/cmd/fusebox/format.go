@@ -1,0 +1,217 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fusebox-go/fusebox/store"
+	"github.com/fusebox-go/fusebox/store/redisstore"
+)
+
+// state names a breaker's state as the store holds it: "closed", "open",
+// "half_open", "probing", or "forced" for a breaker forced open until a
+// reset.
+func state(b redisstore.Breaker) string {
+	if b.Forced {
+		return "forced"
+	}
+	return b.State().String()
+}
+
+// period says what is left of the breaker's open period.
+func period(b redisstore.Breaker) string {
+	switch {
+	case b.Forced:
+		return "until reset"
+	case b.Open > 0:
+		return human(b.Open)
+	}
+	return "-"
+}
+
+// human rounds a duration to what a reader needs: milliseconds under a
+// second, tenths of a second under a minute, seconds under an hour,
+// minutes above.
+func human(d time.Duration) string {
+	var s string
+	switch {
+	case d < time.Second:
+		s = d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		s = d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		s = d.Round(time.Second).String()
+	default:
+		s = d.Round(time.Minute).String()
+	}
+	// "2m0s" and "1h30m0s" read better as "2m" and "1h30m".
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	return s
+}
+
+// column is one column of list's table.
+type column struct {
+	header string
+	value  func(redisstore.Breaker) string
+}
+
+// columns are list's columns, in order.
+var columns = []column{
+	{"NAME", func(b redisstore.Breaker) string { return b.Name }},
+	{"STATE", state},
+	{"EPOCH", func(b redisstore.Breaker) string { return strconv.FormatUint(b.Epoch, 10) }},
+	{"PERIOD LEFT", period},
+	{"PROBE HELD BY", func(b redisstore.Breaker) string { return dash(b.Holder) }},
+	{"LEASE LEFT", func(b redisstore.Breaker) string {
+		if b.Holder == "" {
+			return "-"
+		}
+		return human(b.Probe)
+	}},
+	{"FAILURES", func(b redisstore.Breaker) string { return strconv.FormatInt(b.Failures, 10) }},
+	{"CALLS", func(b redisstore.Breaker) string {
+		if !b.Window {
+			return "-"
+		}
+		return strconv.FormatInt(b.Calls, 10)
+	}},
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// writeTable writes list's table: a header line and a line per breaker,
+// aligned; a line saying so when there is no breaker.
+func writeTable(w io.Writer, bs []redisstore.Breaker) {
+	if len(bs) == 0 {
+		fmt.Fprintln(w, "no breaker has state in the store")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	cells := make([]string, len(columns))
+	for i, c := range columns {
+		cells[i] = c.header
+	}
+	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	for _, b := range bs {
+		for i, c := range columns {
+			cells[i] = c.value(b)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+}
+
+// writeBreaker writes one breaker in full, a field a line; keys is the
+// pattern of its keys, for redis-cli.
+func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	probe := "none"
+	if b.Holder != "" {
+		probe = fmt.Sprintf("held by %s, %s left", b.Holder, human(b.Probe))
+	}
+	counts := "none"
+	switch {
+	case b.Window:
+		counts = fmt.Sprintf("%s in %s (time window)", plural(b.Failures, "failure"), plural(b.Calls, "call"))
+	case b.Failures > 0:
+		counts = plural(b.Failures, "consecutive failure")
+	}
+	for _, f := range [][2]string{
+		{"name", b.Name},
+		{"state", state(b)},
+		{"epoch", strconv.FormatUint(b.Epoch, 10)},
+		{"period left", period(b)},
+		{"probe lease", probe},
+		{"counts", counts},
+		{"keys", keys},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", f[0], f[1])
+	}
+	tw.Flush()
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.FormatInt(n, 10) + " " + what + "s"
+}
+
+// breakerObject is a breaker in JSON: durations are milliseconds; calls
+// is absent for a consecutive policy.
+type breakerObject struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Epoch    uint64 `json:"epoch"`
+	OpenMS   int64  `json:"open_ms"`
+	Holder   string `json:"probe_holder,omitempty"`
+	ProbeMS  int64  `json:"probe_ms"`
+	Window   bool   `json:"window"`
+	Failures int64  `json:"failures"`
+	Calls    *int64 `json:"calls,omitempty"`
+}
+
+func breakerJSON(b redisstore.Breaker) breakerObject {
+	o := breakerObject{
+		Name: b.Name, State: state(b), Epoch: b.Epoch,
+		OpenMS: b.Open.Milliseconds(), Holder: b.Holder, ProbeMS: b.Probe.Milliseconds(),
+		Window: b.Window, Failures: b.Failures,
+	}
+	if b.Window {
+		o.Calls = &b.Calls
+	}
+	return o
+}
+
+// changeObject is a change in JSON; at is when this process heard it.
+type changeObject struct {
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"`
+	Name   string    `json:"name"`
+	Epoch  uint64    `json:"epoch"`
+	OpenMS int64     `json:"open_ms"`
+}
+
+func changeJSON(at time.Time, c store.Change) changeObject {
+	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds()}
+}
+
+// writeJSON writes v as one line of JSON.
+func writeJSON(w io.Writer, v any) {
+	b, _ := json.Marshal(v) // the objects above always marshal
+	w.Write(append(b, '\n'))
+}
+
+// A watch writes its lines as changes come, so it cannot align them with
+// a tabwriter: its columns have fixed widths, and the name, of any length,
+// comes last.
+const changeFormat = "%-12s  %-8s  %-6s  %-11s  %s\n"
+
+func writeChangeHeader(w io.Writer) {
+	fmt.Fprintf(w, changeFormat, "TIME", "KIND", "EPOCH", "PERIOD", "NAME")
+}
+
+// writeChange writes one change, heard at at (local time, to the
+// millisecond).
+func writeChange(w io.Writer, at time.Time, c store.Change) {
+	p := "-"
+	switch {
+	case c.Kind == store.Forced:
+		p = "until reset"
+	case c.Kind == store.Opened:
+		p = human(c.Open)
+	}
+	fmt.Fprintf(w, changeFormat, at.Format("15:04:05.000"), c.Kind, strconv.FormatUint(c.Epoch, 10), p, c.Name)
+}
