@@ -274,3 +274,21 @@ func TestTimeout(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "fusebox: Redis unreachable at "+srv.Addr()+": no answer within 300ms (-timeout)")
 }
+
+// A watch whose connection drops ends with status 1, saying so: a gap in
+// what it printed is never silent.
+func TestWatchLost(t *testing.T) {
+	srv := redistest.Start(t)
+	var out, errs buffer
+	code := make(chan int, 1)
+	go func() { code <- run(context.Background(), []string{"-redis", srv.Addr(), "watch"}, &out, &errs) }()
+	waitFor(t, 5*time.Second, "watch subscribes", func() bool { return strings.Contains(errs.String(), "watching fusebox:changes") })
+	srv.Kill()
+	select {
+	case c := <-code:
+		assert.Equal(t, 1, c, "exit status of a watch whose server died")
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not end within 10s of its server's death")
+	}
+	assert.Regexp(t, `fusebox: redisstore: watch fusebox:changes: .+ \(Redis at `+srv.Addr()+`\)\n$`, errs.String())
+}
