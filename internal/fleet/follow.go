@@ -54,7 +54,7 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 	case st.Epoch < m.Epoch:
 		return m, false
 	case st.Epoch > m.Epoch:
-		return moved(m, fleet(st, at, now), true)
+		return moved(m, described(st, at, now), true)
 	case m.Forced:
 		return m, false
 	case !st.Opened():
@@ -65,9 +65,9 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 		if m.State == breaker.Open || m.State == breaker.Closed {
 			return m, false
 		}
-		return moved(m, fleet(st, at, now), true)
+		return moved(m, described(st, at, now), true)
 	}
-	want := fleet(st, at, now)
+	want := described(st, at, now)
 	switch want.State {
 	case breaker.Open:
 		if want.Forced {
@@ -99,8 +99,8 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 	return moved(m, want, false)
 }
 
-// fleet returns the state the status describes, as a mirror at now.
-func fleet(st store.Status, at, now time.Time) Mirror {
+// described returns the state the status describes, as a mirror at now.
+func described(st store.Status, at, now time.Time) Mirror {
 	f := Mirror{Epoch: st.Epoch}
 	switch {
 	case !st.Opened():
