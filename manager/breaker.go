@@ -31,6 +31,7 @@ type Breaker struct {
 	// Owned by the manager's goroutine.
 	last     breaker.State // the state its handled steps left the breaker in
 	removed  bool          // Manager.Remove removed it: its notes are dropped
+	applying bool          // the manager is applying the step of generation nextGen
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,15 +18,25 @@ import (
 // store's Watch, the other hands the changes Watch delivers to the loop. The
 // periodic resync is a deadline of the loop, so that a mock clock moved on
 // and then Sync see its result.
+//
+// What it reads of the store grows with what changes, not with its
+// breakers: changes come by the watch; every breaker's status is read when
+// the watch subscribes (and subscribes again, after a connection dropped,
+// the one way to miss a change) and when a breaker registers; each Resync
+// reads a few breakers only (sweepPerResync, in turn: a slow sweep, as a
+// safety net, whose answer also says the store is alive), and every
+// breaker only while the store is unreachable, to notice it answering.
 type hub struct {
-	st       store.Store
-	breakers atomic.Pointer[[]*shared] // copy-on-write, written by the loop
-	cancel   context.CancelFunc
-	asked    atomic.Uint64 // status reads started, numbered from 1
-	changes  changeQueue
+	st      store.Store
+	cancel  context.CancelFunc
+	asked   atomic.Uint64 // status reads started, numbered from 1
+	changes changeQueue
 
 	// Owned by the loop.
+	list      []*shared // its breakers, in the order they registered
 	byName    map[string]*shared
+	windows   int       // how many of list have a window policy
+	sweep     int       // where in list the sweep goes on
 	down      bool      // the store is unreachable
 	err       error     // why, while down
 	resyncing bool      // a resync's read is in flight
@@ -33,26 +44,33 @@ type hub struct {
 	joinBusy  bool      // a read of joining breakers is in flight
 }
 
+// sweepPerResync is how many breakers of a hub a Resync reads while the
+// store answers: at three Redis commands a breaker, under 50 commands a
+// Resync however many breakers share the store, and every breaker read
+// once every ceil(n/sweepPerResync) Resyncs.
+const sweepPerResync = 16
+
 // maxQueuedChanges bounds the changes a hub holds for a loop that is
 // behind: past it, changes are dropped, and the next resync repairs what
 // they would have said.
 const maxQueuedChanges = 4096
 
-// changeQueue holds the changes Watch delivered until the loop takes them.
-// A change counts as a store call in flight (Manager.storeCalls) from the
-// moment it is queued until the loop has received it, so that Sync waits
-// for it: on the memory store, which delivers a change before the call that
-// made it returns, a Sync after that call sees the change applied.
+// changeQueue holds the changes Watch delivered, and the news that it
+// subscribed, until the loop takes them. Each counts as a store call in
+// flight (Manager.storeCalls) from the moment it is queued until the loop
+// has received it, so that Sync waits for it: on the memory store, which
+// delivers a change before the call that made it returns, a Sync after
+// that call sees the change applied.
 type changeQueue struct {
 	mu     sync.Mutex
-	list   []changeMsg
+	list   []storeResult
 	closed bool
 	wake   chan struct{} // one token: the list is not empty
 }
 
 // push queues msg, counted in f, unless the queue is closed or full. It
 // never blocks: Watch calls it.
-func (q *changeQueue) push(msg changeMsg, f *inflight) {
+func (q *changeQueue) push(msg storeResult, f *inflight) {
 	q.mu.Lock()
 	if q.closed || len(q.list) >= maxQueuedChanges {
 		q.mu.Unlock()
@@ -68,7 +86,7 @@ func (q *changeQueue) push(msg changeMsg, f *inflight) {
 }
 
 // take returns the queued changes, and empties the queue.
-func (q *changeQueue) take() []changeMsg {
+func (q *changeQueue) take() []storeResult {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	list := q.list
@@ -95,7 +113,6 @@ func (m *Manager) attach(sh *shared) {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &hub{st: st, cancel: cancel, byName: make(map[string]*shared)}
 		h.changes.wake = make(chan struct{}, 1)
-		h.breakers.Store(&[]*shared{})
 		if len(m.hubs) == 0 {
 			m.resyncAt = after(m.clk.Now(), m.resyncEvery)
 		}
@@ -108,9 +125,11 @@ func (m *Manager) attach(sh *shared) {
 		go m.watch(ctx, h)
 		go m.forward(ctx, h)
 	}
-	list := append(append([]*shared(nil), *h.breakers.Load()...), sh)
-	h.breakers.Store(&list)
+	h.list = append(h.list, sh)
 	h.byName[sh.b.Name()] = sh
+	if sh.pending != nil {
+		h.windows++
+	}
 	sh.hub = h
 	if h.down {
 		a, notes := sh.step(fleet.Failed{Err: h.err}, nil)
@@ -124,18 +143,19 @@ func (m *Manager) attach(sh *shared) {
 // sh was its last breaker.
 func (m *Manager) detach(sh *shared) {
 	h := sh.hub
-	old := *h.breakers.Load()
-	list := make([]*shared, 0, len(old))
-	for _, x := range old {
-		if x != sh {
-			list = append(list, x)
+	if i := slices.Index(h.list, sh); i >= 0 {
+		h.list = slices.Delete(h.list, i, i+1)
+		if sh.pending != nil {
+			h.windows--
 		}
 	}
-	h.breakers.Store(&list)
+	if i := slices.Index(h.joining, sh); i >= 0 {
+		h.joining = slices.Delete(h.joining, i, i+1)
+	}
 	if h.byName[sh.b.Name()] == sh {
 		delete(h.byName, sh.b.Name())
 	}
-	if len(list) == 0 && m.hubs[h.st] == h {
+	if len(h.list) == 0 && m.hubs[h.st] == h {
 		h.cancel()
 		delete(m.hubs, h.st)
 	}
@@ -175,9 +195,9 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 		err := guardStore(h.st, func() error {
 			return h.st.Watch(ctx, func() {
 				subscribed.Store(true)
-				// Subscribed: read what changed before, now that
-				// nothing more can be missed.
-				m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult { return m.status(ctx, h, at) })
+				// Subscribed: the loop reads what changed before, now
+				// that nothing more can be missed.
+				h.changes.push(subscribedMsg{h: h}, m.storeCalls)
 				first()
 			}, func(c store.Change) {
 				h.changes.push(changeMsg{h: h, change: c, at: m.clk.Now()}, m.storeCalls)
@@ -226,9 +246,10 @@ func (m *Manager) forward(ctx context.Context, h *hub) {
 }
 
 // resyncDue starts the resync of every hub once its time has come: each
-// reads the shared state of its breakers, after reporting the successes
-// of window policies not reported yet. A hub whose last resync has not
-// answered yet skips a turn. It runs on the loop.
+// reports the successes of window policies not reported yet, and reads the
+// status of the next breakers of its sweep, or, while its store is
+// unreachable, of every breaker. A hub whose last resync has not answered
+// yet skips a turn. It runs on the loop.
 func (m *Manager) resyncDue() {
 	if len(m.hubs) == 0 {
 		return
@@ -239,26 +260,58 @@ func (m *Manager) resyncDue() {
 	}
 	m.resyncAt = after(now, m.resyncEvery)
 	for _, h := range m.hubs {
-		if h.resyncing {
+		if h.resyncing || len(h.list) == 0 {
 			continue
 		}
 		h.resyncing = true
+		list := h.nextSweep()
+		var windows []*shared
+		if h.windows > 0 {
+			windows = make([]*shared, 0, h.windows)
+			for _, sh := range h.list {
+				if sh.pending != nil {
+					windows = append(windows, sh)
+				}
+			}
+		}
 		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
-			for _, sh := range *h.breakers.Load() {
-				if sh.policy.Window() && sh.hints.Load()&hintDown == 0 {
+			for _, sh := range windows {
+				if sh.hints.Load()&hintDown == 0 {
 					sh.flushSuccesses(ctx)
 				}
 			}
-			msg := m.status(ctx, h, at)
+			msg := m.statusOf(ctx, h, list, at)
 			msg.resync = true
 			return msg
 		})
 	}
 }
 
-// status reads the shared state of every breaker of the hub, at at.
-func (m *Manager) status(ctx context.Context, h *hub, at time.Time) statusMsg {
-	return m.statusOf(ctx, h, *h.breakers.Load(), at)
+// nextSweep returns the breakers the hub's resync reads: every breaker
+// while the store is unreachable, else the next sweepPerResync of them in
+// turn.
+func (h *hub) nextSweep() []*shared {
+	n := len(h.list)
+	if h.down || n <= sweepPerResync {
+		return slices.Clone(h.list)
+	}
+	list := make([]*shared, 0, sweepPerResync)
+	for range sweepPerResync {
+		h.sweep %= n
+		list = append(list, h.list[h.sweep])
+		h.sweep++
+	}
+	return list
+}
+
+// readAll reads the status of every breaker of the hub, as its watch
+// subscribes.
+func (m *Manager) readAll(h *hub) {
+	if len(h.list) == 0 {
+		return
+	}
+	list := slices.Clone(h.list)
+	m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult { return m.statusOf(ctx, h, list, at) })
 }
 
 // statusOf reads the shared state of the hub's breakers list, at at.

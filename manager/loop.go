@@ -133,9 +133,7 @@ func (m *Manager) handleNote(n note) {
 		}
 		return
 	}
-	m.apply(n)
-	b.nextGen++
-	b.last = n.step.To
+	m.applyNext(n)
 	for len(b.early) > 0 {
 		i := 0
 		for i < len(b.early) && b.early[i].step.Gen != b.nextGen {
@@ -146,13 +144,22 @@ func (m *Manager) handleNote(n note) {
 		}
 		n := b.early[i]
 		b.early = append(b.early[:i], b.early[i+1:]...)
-		m.apply(n)
-		b.nextGen++
-		b.last = n.step.To
+		m.applyNext(n)
 	}
 	if cap(b.early) > 0 && len(b.early) == 0 {
 		b.early = nil
 	}
+}
+
+// applyNext applies n, the step of generation b.nextGen, and moves on to
+// the next.
+func (m *Manager) applyNext(n note) {
+	b := n.b
+	b.applying = true
+	m.apply(n)
+	b.applying = false
+	b.nextGen++
+	b.last = n.step.To
 }
 
 // apply publishes the step to subscribers and, for a step that starts a

@@ -302,7 +302,10 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	case <-m.done:
 		return nil, registerFailed(name, ErrStopped)
 	}
-	if err := awaitReply(m, req.reply, registerFailed(name, ErrStopped)); err != nil {
+	if err := awaitReply(m, req.reply, ErrStopped); err != nil {
+		if err == ErrStopped {
+			err = registerFailed(name, ErrStopped)
+		}
 		return nil, err
 	}
 	return b, nil

@@ -102,13 +102,12 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 // own store error (a name the store refuses, say) is that breaker's
 // problem, not its store's: it goes through its own step.
 func (m *Manager) storeDown(h *hub, err error) {
-	list := *h.breakers.Load()
 	if !h.down {
 		h.down = true
-		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(list), "error", err)
+		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(h.list), "error", err)
 	}
 	h.err = err
-	for _, sh := range list {
+	for _, sh := range h.list {
 		sh.errors.Add(1)
 		a, notes := sh.step(fleet.Failed{Err: err}, nil)
 		sh.onLoop(a, notes, false)
@@ -127,5 +126,14 @@ func (m *Manager) emitStore(b *Breaker, k EventKind) {
 	if k == EventStoreRestored {
 		c = breaker.CauseStoreRestored
 	}
-	m.publish(b, Event{Kind: k, Name: b.Name(), At: m.clk.Now(), Cause: c, Gen: b.nextGen - 1})
+	m.publish(b, Event{Kind: k, Name: b.Name(), At: m.clk.Now(), Cause: c, Gen: b.lastGen()})
+}
+
+// lastGen is the generation of the breaker's last transition the manager
+// published: the one it is applying, or else the one before the next.
+func (b *Breaker) lastGen() uint64 {
+	if b.applying {
+		return b.nextGen
+	}
+	return b.nextGen - 1
 }

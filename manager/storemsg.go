@@ -27,6 +27,16 @@ func (msg changeMsg) handle(*Manager) {
 	}
 }
 
+// subscribedMsg says the hub's watch subscribed: the loop reads every
+// breaker's status, since changes made before may have been missed.
+type subscribedMsg struct{ h *hub }
+
+func (msg subscribedMsg) handle(m *Manager) {
+	if m.hubs[msg.h.st] == msg.h {
+		m.readAll(msg.h)
+	}
+}
+
 // statusMsg is the answer to a status read of the hub: the statuses of
 // list, in order, or the read's error.
 type statusMsg struct {

@@ -1,0 +1,240 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/redistest"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store/redisstore"
+)
+
+// idleBreakers is how many shared breakers the idle tests register.
+const idleBreakers = 10_000
+
+// registerMany registers n shared breakers named prefix0, prefix1, ... on
+// m and st.
+func registerMany(t testing.TB, m *manager.Manager, st *redisstore.Store, prefix string, n int) []*manager.Breaker {
+	t.Helper()
+	bs := make([]*manager.Breaker, n)
+	for i := range bs {
+		b, err := m.Register(fmt.Sprintf("%s%d", prefix, i), manager.Config{
+			Strategy: breaker.Consecutive{Failures: 5},
+			Recover:  recover.BasicTimeout{Open: time.Minute},
+			Store:    st,
+		})
+		require.NoError(t, err)
+		bs[i] = b
+	}
+	return bs
+}
+
+// An idle manager with 10,000 shared breakers sends Redis at most 50
+// commands a second: the watch carries changes, and each Resync reads a
+// few breakers only, in turn.
+func TestFleetIdleCostsLittle(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	st := redisstore.New(c, redisstore.Options{})
+	m := manager.Start(manager.Options{Logger: quiet, Resync: 100 * time.Millisecond})
+	defer m.Stop()
+	registerMany(t, m, st, "idle-", idleBreakers)
+	m.Sync()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+
+	const window = 2 * time.Second
+	before := serverCommands(t, admin)
+	time.Sleep(window) // the manager idles for this long
+	n := serverCommands(t, admin) - before
+	perResync := float64(n) / float64(window/(100*time.Millisecond))
+	perSecond := perResync // at the default Resync of a second
+	t.Logf("%d commands in %v with a Resync of 100ms: %.1f a Resync, so %.1f a second at the default Resync of 1s, for %d breakers", n, window, perResync, perSecond, idleBreakers)
+	assert.LessOrEqual(t, perSecond, 50.0, "commands a second of an idle manager at the default Resync")
+	assert.Positive(t, n, "each Resync still asks the store something: it must notice the store is gone")
+}
+
+// cutProxy is a loopback TCP proxy in front of a redis-server whose
+// connections can be cut, as a network that drops them: the watch's
+// subscription among them.
+type cutProxy struct {
+	l     net.Listener
+	to    string
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startCutProxy(t *testing.T, to string) *cutProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{l: l, to: to}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		l.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.l.Addr().String() }
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		in, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.to)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); pipe(out, in) }()
+		go func() { defer p.wg.Done(); pipe(in, out) }()
+	}
+}
+
+func pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	dst.Close()
+	src.Close()
+}
+
+// cut closes every connection through the proxy.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// A manager whose connections to Redis were cut misses the changes made
+// meanwhile; once its watch subscribes again it reads every breaker, and
+// follows a change it missed within Resync + 100ms of that, with 10,000
+// breakers on the store.
+func TestFleetMissedChangeLearntOnResubscribe(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := startCutProxy(t, srv.Addr())
+	const resync = 200 * time.Millisecond
+	// The watcher reaches Redis through the proxy; the actor directly.
+	wc := redis.NewClient(&redis.Options{Addr: proxy.addr(), ContextTimeoutEnabled: true})
+	defer wc.Close()
+	watcher := manager.Start(manager.Options{Logger: quiet, Resync: resync})
+	defer watcher.Stop()
+	ws := registerMany(t, watcher, redisstore.New(wc, redisstore.Options{}), "cut-", idleBreakers)
+	ac := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer ac.Close()
+	actor := manager.Start(manager.Options{Logger: quiet, Resync: time.Hour})
+	defer actor.Stop()
+	target := idleBreakers - 7
+	ab, err := actor.Register(fmt.Sprintf("cut-%d", target), manager.Config{Store: redisstore.New(ac, redisstore.Options{})})
+	require.NoError(t, err)
+	watcher.Sync()
+	actor.Sync()
+
+	// Subscriptions seen by Redis tell when the watcher subscribed again:
+	// the actor's, and the watcher's while it is connected.
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	subscribers := func() int64 {
+		n, err := admin.PubSubNumSub(context.Background(), "fusebox:changes").Result()
+		require.NoError(t, err)
+		return n["fusebox:changes"]
+	}
+	waitFor(t, 5*time.Second, "both subscribed", func() bool { return subscribers() == 2 })
+
+	// Cut the watcher off, and change the breaker while it is.
+	// (The cut makes every breaker of the watcher fall back, and come
+	// back: a watch of the one breaker keeps its events apart.)
+	events := make(chan manager.Event, 64)
+	w, err := watcher.Watch(manager.WatchOptions{Names: []string{ab.Name()}}, func(batch []manager.Event) {
+		for _, e := range batch {
+			events <- e
+		}
+	})
+	require.NoError(t, err)
+	defer w.Close()
+	proxy.cut()
+	waitFor(t, 5*time.Second, "the watcher's subscription is gone", func() bool { return subscribers() == 1 })
+	require.NoError(t, ab.ForceOpen())
+	waitFor(t, 10*time.Second, "the watcher subscribed again", func() bool { return subscribers() == 2 })
+	again := time.Now()
+	var followed time.Time
+	deadline := again.Add(2 * time.Second)
+	for followed.IsZero() && time.Now().Before(deadline) {
+		select {
+		case e := <-events:
+			if e.Name == ab.Name() && e.Transition.To == breaker.Open {
+				followed = time.Now()
+			}
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	require.False(t, followed.IsZero(), "the watcher never followed the forcing it missed: %v", ws[target].State())
+	took := followed.Sub(again)
+	t.Logf("the missed forcing was followed %v after the watch subscribed again (Resync %v)", took.Round(time.Millisecond), resync)
+	assert.LessOrEqual(t, took, resync+100*time.Millisecond)
+	assert.True(t, ws[target].Snapshot().Forced)
+	for i, b := range ws {
+		if i != target && !strings.HasPrefix(b.State().String(), "closed") {
+			t.Errorf("%s is %v; only %s changed", b.Name(), b.State(), ab.Name())
+		}
+	}
+}
+
+// BenchmarkRegisterShared measures Register of a shared breaker on Redis,
+// which does not wait for the store: 10,000 of them in a loop, per op.
+func BenchmarkRegisterShared(b *testing.B) {
+	srv := redistest.Start(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer c.Close()
+	st := redisstore.New(c, redisstore.Options{})
+	b.ReportAllocs()
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		m := manager.Start(manager.Options{Logger: quiet})
+		b.StartTimer()
+		registerMany(b, m, st, fmt.Sprintf("reg-%d-", round), idleBreakers)
+		b.StopTimer()
+		m.Sync()
+		m.Stop()
+		round++
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/idleBreakers, "ns/register")
+}
