@@ -157,7 +157,10 @@ func TestStep(t *testing.T) {
 			fleet.ProbeEnded{Gen: 5, Outcome: classify.Success},
 			st(3), fleet.Actions{End: classify.Success}},
 		{"the verdict applied: the probe ends, then what was heard meanwhile is followed",
-			with(st(3), func(s *fleet.State) { s.Deciding = 5; s.Deferred = &fleet.Heard{Status: store.Status{Epoch: 4}, At: t0} }), view(P, 5, t1), t0,
+			with(st(3), func(s *fleet.State) {
+				s.Deciding = 5
+				s.Deferred = &fleet.Heard{Status: store.Status{Epoch: 4}, At: t0}
+			}), view(P, 5, t1), t0,
 			fleet.VerdictReply{Gen: 5, Outcome: classify.Success, Applied: true, Status: store.Status{Epoch: 4}, At: t0},
 			with(st(4), func(s *fleet.State) { s.EpochAt = 7 }),
 			fleet.Actions{End: classify.Success, Then: []fleet.Heard{{Status: store.Status{Epoch: 4}, At: t0}}}},
@@ -166,9 +169,15 @@ func TestStep(t *testing.T) {
 			fleet.VerdictReply{Gen: 5, Outcome: classify.Success, Status: store.Status{Epoch: 5, Open: time.Minute}, At: t0},
 			st(3), fleet.Actions{End: classify.Ignore, Then: []fleet.Heard{{Status: store.Status{Epoch: 5, Open: time.Minute}, At: t0}}}},
 		{"what is heard while a verdict is on its way waits for it (the newest epoch's)",
-			with(st(3), func(s *fleet.State) { s.Deciding = 5; s.Deferred = &fleet.Heard{Status: store.Status{Epoch: 6}, At: t0} }), view(P, 5, t1), t1,
+			with(st(3), func(s *fleet.State) {
+				s.Deciding = 5
+				s.Deferred = &fleet.Heard{Status: store.Status{Epoch: 6}, At: t0}
+			}), view(P, 5, t1), t1,
 			fleet.Heard{Status: store.Status{Epoch: 4}, At: t1},
-			with(st(3), func(s *fleet.State) { s.Deciding = 5; s.Deferred = &fleet.Heard{Status: store.Status{Epoch: 6}, At: t0} }), fleet.Actions{}},
+			with(st(3), func(s *fleet.State) {
+				s.Deciding = 5
+				s.Deferred = &fleet.Heard{Status: store.Status{Epoch: 6}, At: t0}
+			}), fleet.Actions{}},
 
 		// The loop's steps.
 		{"a trip opens the store from the epoch it was counted in, until the opener's period ends",
