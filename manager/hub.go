@@ -13,6 +13,64 @@ import (
 	"github.com/fusebox-go/fusebox/store"
 )
 
+// stores is what a manager keeps for its shared breakers: a hub per store,
+// the store calls in flight off the loop, and the channel their results
+// come back on. The loop reaches it through a few methods (storeResults,
+// storesDue, storesNext, stopStores): nothing else of sharing shows in the
+// loop, its timers or Sync.
+type stores struct {
+	timeout time.Duration // Options.StoreTimeout
+	resync  time.Duration // Options.Resync
+	ctx     context.Context
+	cancel  context.CancelFunc // as the manager stops: ends every store call
+	wg      sync.WaitGroup     // store goroutines
+	calls   *inflight          // store calls whose results the loop has not received
+	results chan storeResult
+
+	// Owned by the loop.
+	hubs     map[store.Store]*hub
+	resyncAt time.Time // when the hubs resync next
+}
+
+// init makes s a new manager's stores, with the store options checked and
+// their defaults filled in.
+func (s *stores) init(m *Manager, opts Options) {
+	s.timeout, s.resync = opts.StoreTimeout, opts.Resync
+	s.calls = newInflight()
+	s.results = make(chan storeResult, noteBuffer)
+	s.hubs = make(map[store.Store]*hub)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.timeout < 0 || s.resync < 0 {
+		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is negative; using the default",
+			"store_timeout", s.timeout, "resync", s.resync)
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultStoreTimeout
+	}
+	if s.resync <= 0 {
+		s.resync = DefaultResync
+	}
+	if s.timeout < MinStoreTimeout || s.resync < MinResync {
+		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is below its minimum; using the minimum",
+			"store_timeout", s.timeout, "resync", s.resync, "min_store_timeout", MinStoreTimeout, "min_resync", MinResync)
+		s.timeout = max(s.timeout, MinStoreTimeout)
+		s.resync = max(s.resync, MinResync)
+	}
+}
+
+// storesDue starts what the hubs do when it is due: the read of breakers
+// that registered, and the resync. It runs on the loop.
+func (m *Manager) storesDue() {
+	m.joinDue()
+	m.resyncDue()
+}
+
+// storesNext returns when the hubs next need the loop (their resync), if
+// the manager has any.
+func (m *Manager) storesNext() (time.Time, bool) {
+	return m.stores.resyncAt, len(m.stores.hubs) > 0
+}
+
 // A hub connects a manager to one store: every shared breaker of the
 // manager on that store goes through it. It has two goroutines: one runs the
 // store's Watch, the other hands the changes Watch delivers to the loop. The
@@ -108,20 +166,20 @@ func (q *changeQueue) close() int {
 // first breaker on that store. It runs on the loop.
 func (m *Manager) attach(sh *shared) {
 	st := sh.st
-	h := m.hubs[st]
+	h := m.stores.hubs[st]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &hub{st: st, cancel: cancel, byName: make(map[string]*shared)}
 		h.changes.wake = make(chan struct{}, 1)
-		if len(m.hubs) == 0 {
-			m.resyncAt = after(m.clk.Now(), m.resyncEvery)
+		if len(m.stores.hubs) == 0 {
+			m.stores.resyncAt = after(m.clk.Now(), m.stores.resync)
 		}
-		m.hubs[st] = h
-		m.wg.Add(2)
+		m.stores.hubs[st] = h
+		m.stores.wg.Add(2)
 		// The first subscription counts as a store call in flight: a
 		// Sync after Register returns once the watch is in place (or
 		// its first attempt failed).
-		m.storeCalls.add()
+		m.stores.calls.add()
 		go m.watch(ctx, h)
 		go m.forward(ctx, h)
 	}
@@ -155,9 +213,9 @@ func (m *Manager) detach(sh *shared) {
 	if h.byName[sh.b.Name()] == sh {
 		delete(h.byName, sh.b.Name())
 	}
-	if len(h.list) == 0 && m.hubs[h.st] == h {
+	if len(h.list) == 0 && m.stores.hubs[h.st] == h {
 		h.cancel()
-		delete(m.hubs, h.st)
+		delete(m.stores.hubs, h.st)
 	}
 }
 
@@ -166,7 +224,7 @@ func (m *Manager) detach(sh *shared) {
 // breaker follows what the store says of it (a fleet already open) when
 // the answer comes; Sync waits for it. It runs on the loop.
 func (m *Manager) joinDue() {
-	for _, h := range m.hubs {
+	for _, h := range m.stores.hubs {
 		if h.joinBusy || len(h.joining) == 0 {
 			continue
 		}
@@ -185,8 +243,8 @@ func (m *Manager) joinDue() {
 // subscribing keeps failing, and starts small again once a subscription
 // worked.
 func (m *Manager) watch(ctx context.Context, h *hub) {
-	defer m.wg.Done()
-	first := sync.OnceFunc(m.storeCalls.done)
+	defer m.stores.wg.Done()
+	first := sync.OnceFunc(m.stores.calls.done)
 	defer first()
 	const firstPause = 50 * time.Millisecond
 	pause := firstPause
@@ -197,10 +255,10 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 				subscribed.Store(true)
 				// Subscribed: the loop reads what changed before, now
 				// that nothing more can be missed.
-				h.changes.push(subscribedMsg{h: h}, m.storeCalls)
+				h.changes.push(subscribedMsg{h: h}, m.stores.calls)
 				first()
 			}, func(c store.Change) {
-				h.changes.push(changeMsg{h: h, change: c, at: m.clk.Now()}, m.storeCalls)
+				h.changes.push(changeMsg{h: h, change: c, at: m.clk.Now()}, m.stores.calls)
 			})
 		})
 		first()
@@ -228,19 +286,19 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 // forward hands the hub's queued changes to the loop, in order, until the
 // hub stops; changes still queued then are dropped.
 func (m *Manager) forward(ctx context.Context, h *hub) {
-	defer m.wg.Done()
+	defer m.stores.wg.Done()
 	for {
 		select {
 		case <-ctx.Done():
 			for n := h.changes.close(); n > 0; n-- {
-				m.storeCalls.done()
+				m.stores.calls.done()
 			}
 			return
 		case <-h.changes.wake:
 		}
 		for _, msg := range h.changes.take() {
 			m.sendStore(msg)
-			m.storeCalls.done()
+			m.stores.calls.done()
 		}
 	}
 }
@@ -251,15 +309,15 @@ func (m *Manager) forward(ctx context.Context, h *hub) {
 // unreachable, of every breaker. A hub whose last resync has not answered
 // yet skips a turn. It runs on the loop.
 func (m *Manager) resyncDue() {
-	if len(m.hubs) == 0 {
+	if len(m.stores.hubs) == 0 {
 		return
 	}
 	now := m.clk.Now()
-	if now.Before(m.resyncAt) {
+	if now.Before(m.stores.resyncAt) {
 		return
 	}
-	m.resyncAt = after(now, m.resyncEvery)
-	for _, h := range m.hubs {
+	m.stores.resyncAt = after(now, m.stores.resync)
+	for _, h := range m.stores.hubs {
 		if h.resyncing || len(h.list) == 0 {
 			continue
 		}
@@ -325,11 +383,11 @@ func (m *Manager) statusOf(ctx context.Context, h *hub, list []*shared, at time.
 	return statusMsg{h: h, list: list, statuses: st, err: err, at: at, seq: seq}
 }
 
-// stopHubs ends every hub and waits for every store goroutine.
-func (m *Manager) stopHubs() {
-	m.stopCancel()
-	for _, h := range m.hubs {
+// stopStores ends every hub and waits for every store goroutine.
+func (m *Manager) stopStores() {
+	m.stores.cancel()
+	for _, h := range m.stores.hubs {
 		h.cancel()
 	}
-	m.wg.Wait()
+	m.stores.wg.Wait()
 }

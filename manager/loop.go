@@ -40,7 +40,7 @@ func (m *Manager) run() {
 			return
 		case n := <-m.notes:
 			m.handleNote(n)
-		case msg := <-m.storec:
+		case msg := <-m.storeResults():
 			msg.handle(m)
 		case req := <-m.registerc:
 			m.register(req)
@@ -103,15 +103,6 @@ func (m *Manager) drainNotes() {
 	}
 }
 
-// drainStore handles the store's results already waiting, as drainNotes
-// does the transitions: a Sync after a caller's store call failed sees the
-// fallback in effect.
-func (m *Manager) drainStore() {
-	for i := len(m.storec); i > 0; i-- {
-		(<-m.storec).handle(m)
-	}
-}
-
 // handle is handleNote for a step with no more to it.
 func (m *Manager) handle(b *Breaker, s machine.Step) { m.handleNote(note{b: b, step: s}) }
 
@@ -163,17 +154,18 @@ func (m *Manager) applyNext(n note) {
 }
 
 // apply publishes the step to subscribers and, for a step that starts a
-// timer, arms it: for as long as the note says, or else as long as the
-// breaker's Recover decides. A shared breaker then tells its store.
+// timer, arms it: until the end the step carries (decided elsewhere: by a
+// store, or a probe's lease), or else for as long as the breaker's Recover
+// decides. A shared breaker then tells its store.
 func (m *Manager) apply(n note) {
 	b, s := n.b, n.step
 	m.emitKind(b, s, n.kind)
 	var d time.Duration
 	switch {
-	case n.held:
-		if d = n.hold; d > 0 {
-			m.schedule(b, s, d)
-		}
+	case !s.Until.IsZero():
+		d = s.Until.Sub(s.At)
+		m.timers.push(deadline{at: s.Until, b: b, gen: s.Gen})
+		b.mach.SetUntil(s.Gen, s.Until)
 	case s.NeedsTimer() && !m.faulted(b):
 		var ok bool
 		if d, ok = m.timeout(b, s); !ok {
@@ -271,7 +263,7 @@ func initPolicy(r recover.Recover) (any, error) {
 // on a loop stuck in a callback (see abandon).
 func (m *Manager) shutdown() {
 	m.halted = true
-	m.stopHubs()
+	m.stopStores()
 	for _, b := range m.list {
 		b.mach.Halt()
 	}

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/internal/machine"
-	"github.com/fusebox-go/fusebox/store"
 )
 
 // Options configure a Manager. The zero value is valid.
@@ -96,11 +94,6 @@ const noteBuffer = 1024
 type note struct {
 	b    *Breaker
 	step machine.Step
-	// hold, when held is set, is how long the state entered lasts, decided
-	// elsewhere (by a store, or a probe lease): the manager arms that timer
-	// (none if hold is zero) instead of asking Recover.
-	hold time.Duration
-	held bool
 	// kind is the kind of event the step is published as.
 	kind EventKind
 	// links, when set, is the shared breaker whose events of its link to
@@ -133,17 +126,11 @@ type Manager struct {
 	unsubscribec chan *subscriber
 	removec      chan removeReq
 	reconfigurec chan reconfigureReq
-	storec       chan storeResult
 	quit         chan struct{} // closed by Stop
 	done         chan struct{} // closed when the loop has returned
 	stopOnce     sync.Once
 
-	storeTimeout time.Duration
-	resyncEvery  time.Duration
-	stopCtx      context.Context // cancelled as the manager stops: ends store calls
-	stopCancel   context.CancelFunc
-	wg           sync.WaitGroup // store goroutines
-	storeCalls   *inflight      // store calls whose results the loop has not received
+	stores stores // the hubs of shared breakers, and their store calls (hub.go)
 
 	mu     sync.RWMutex // guards byName and list, written only by the loop
 	byName map[string]*Breaker
@@ -158,8 +145,6 @@ type Manager struct {
 	restarts []time.Time
 	faults   []fault // callbacks that panicked; restart before the next request
 	halted   bool
-	hubs     map[store.Store]*hub
-	resyncAt time.Time // when the hubs resync next
 
 	// Supervision.
 	restart       RestartPolicy
@@ -195,20 +180,14 @@ func newManager(opts Options) *Manager {
 		unsubscribec:  make(chan *subscriber),
 		removec:       make(chan removeReq),
 		reconfigurec:  make(chan reconfigureReq),
-		storec:        make(chan storeResult, noteBuffer),
 		quit:          make(chan struct{}),
 		done:          make(chan struct{}),
 		byName:        make(map[string]*Breaker),
-		hubs:          make(map[store.Store]*hub),
-		storeTimeout:  opts.StoreTimeout,
-		resyncEvery:   opts.Resync,
 		restart:       opts.Restart,
 		failOpen:      opts.FailOpen,
 		watchdogAfter: opts.Watchdog,
 		wake:          make(chan struct{}, 1),
 	}
-	m.stopCtx, m.stopCancel = context.WithCancel(context.Background())
-	m.storeCalls = newInflight()
 	if m.clk == nil {
 		m.clk = clock.New()
 	}
@@ -228,10 +207,6 @@ func newManager(opts Options) *Manager {
 	if m.window <= 0 {
 		m.window = DefaultRestartWindow
 	}
-	if m.storeTimeout < 0 || m.resyncEvery < 0 {
-		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is negative; using the default",
-			"store_timeout", m.storeTimeout, "resync", m.resyncEvery)
-	}
 	if m.restart > RestartOne {
 		m.logWarn("fusebox: Options.Restart is unknown; using RestartAll", "got", int(m.restart))
 		m.restart = RestartAll
@@ -242,18 +217,7 @@ func newManager(opts Options) *Manager {
 	if m.watchdogAfter <= 0 {
 		m.watchdogAfter = DefaultWatchdog
 	}
-	if m.storeTimeout <= 0 {
-		m.storeTimeout = DefaultStoreTimeout
-	}
-	if m.resyncEvery <= 0 {
-		m.resyncEvery = DefaultResync
-	}
-	if m.storeTimeout < MinStoreTimeout || m.resyncEvery < MinResync {
-		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is below its minimum; using the minimum",
-			"store_timeout", m.storeTimeout, "resync", m.resyncEvery, "min_store_timeout", MinStoreTimeout, "min_resync", MinResync)
-		m.storeTimeout = max(m.storeTimeout, MinStoreTimeout)
-		m.resyncEvery = max(m.resyncEvery, MinResync)
-	}
+	m.stores.init(m, opts)
 	return m
 }
 
@@ -362,9 +326,9 @@ func (m *Manager) Breakers() []*Breaker {
 // After Stop, Sync returns at once.
 func (m *Manager) Sync() {
 	for {
-		m.storeCalls.wait()
+		m.stores.calls.wait()
 		m.syncLoop()
-		if !m.storeCalls.busy() {
+		if !m.stores.calls.busy() {
 			return
 		}
 		select {
@@ -405,12 +369,6 @@ func (m *Manager) Done() <-chan struct{} { return m.done }
 
 // notify hands a transition made on a caller's goroutine to the manager.
 func (m *Manager) notify(b *Breaker, s machine.Step) { m.send(note{b: b, step: s}) }
-
-// notifyHeld is notify for a state whose timer was decided elsewhere: hold
-// long (zero: no timer).
-func (m *Manager) notifyHeld(b *Breaker, s machine.Step, hold time.Duration) {
-	m.send(note{b: b, step: s, hold: hold, held: true})
-}
 
 func (m *Manager) send(n note) {
 	select {

@@ -142,7 +142,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, probeErr error, notes []note) (fleet
 			mv := a.Move
 			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, now)
 			if ok {
-				notes = append(notes, note{b: b, step: step, hold: mv.Hold, held: true})
+				notes = append(notes, note{b: b, step: step})
 			}
 			moved = !ok && b.mach.Snapshot().Gen != s.Gen
 		case a.Clear != 0:
@@ -332,7 +332,7 @@ func (sh *shared) call(f func(ctx context.Context) error) error {
 // A call that fails is counted in Stats.StoreErrors, unless the caller
 // gave up first.
 func (sh *shared) callCtx(parent context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(parent, sh.b.mgr.storeTimeout)
+	ctx, cancel := context.WithTimeout(parent, sh.b.mgr.stores.timeout)
 	defer cancel()
 	err := guardStore(sh.st, func() error { return f(ctx) })
 	if err != nil && parent.Err() == nil {
@@ -412,7 +412,8 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	case a.Acquire == nil:
 		// The store is unreachable: the local probe goes ahead, for the
 		// lease Recover decided.
-		b.mgr.notifyHeld(b, step, a.Hold)
+		step.Until = after(step.At, a.Hold)
+		b.mgr.notify(b, step)
 		return b.permit(t), nil
 	}
 	at := b.mgr.clk.Now()
@@ -430,7 +431,8 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease}
 	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
 	// The probing step first: the loop arms its timer for the lease.
-	b.mgr.notifyHeld(b, step, reply.Hold)
+	step.Until = after(step.At, reply.Hold)
+	b.mgr.notify(b, step)
 	sh.handOver(reply, notes)
 	switch {
 	case reply.GiveBack:

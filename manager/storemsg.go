@@ -32,7 +32,7 @@ func (msg changeMsg) handle(*Manager) {
 type subscribedMsg struct{ h *hub }
 
 func (msg subscribedMsg) handle(m *Manager) {
-	if m.hubs[msg.h.st] == msg.h {
+	if m.stores.hubs[msg.h.st] == msg.h {
 		m.readAll(msg.h)
 	}
 }
@@ -120,22 +120,34 @@ func (msg failedMsg) handle(m *Manager) {
 	}
 }
 
+// storeResults is the channel the loop receives store results on.
+func (m *Manager) storeResults() <-chan storeResult { return m.stores.results }
+
+// drainStore handles the store's results already waiting, as drainNotes
+// does the transitions: a Sync after a store call's result came sees it
+// applied.
+func (m *Manager) drainStore() {
+	for i := len(m.stores.results); i > 0; i-- {
+		(<-m.stores.results).handle(m)
+	}
+}
+
 // goStore runs a store call off the loop, with the store deadline, and
 // hands its result to the loop; at is when the call started, on the
 // manager's clock. A store that panics fails the call: the hub's breakers,
 // or sh's alone if sh is not nil, fall back.
 func (m *Manager) goStore(h *hub, sh *shared, call func(ctx context.Context, at time.Time) storeResult) {
-	m.wg.Add(1)
-	m.storeCalls.add()
+	m.stores.wg.Add(1)
+	m.stores.calls.add()
 	go func() {
-		defer m.wg.Done()
+		defer m.stores.wg.Done()
 		// Done once the loop has received the result (or the manager
 		// stopped): the loop handles it before any later request, Sync's
 		// included.
-		defer m.storeCalls.done()
-		ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
+		defer m.stores.calls.done()
+		ctx, cancel := context.WithTimeout(context.Background(), m.stores.timeout)
 		defer cancel()
-		stop := context.AfterFunc(m.stopCtx, cancel)
+		stop := context.AfterFunc(m.stores.ctx, cancel)
 		defer stop()
 		at := m.clk.Now()
 		var msg storeResult
@@ -149,7 +161,7 @@ func (m *Manager) goStore(h *hub, sh *shared, call func(ctx context.Context, at 
 // sendStore hands a result to the loop, unless the manager stops first.
 func (m *Manager) sendStore(msg storeResult) {
 	select {
-	case m.storec <- msg:
-	case <-m.stopCtx.Done():
+	case m.stores.results <- msg:
+	case <-m.stores.ctx.Done():
 	}
 }

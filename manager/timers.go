@@ -87,11 +87,10 @@ var endOfTime = time.Unix(1<<63-1-unixToInternal, 999_999_999)
 // 1 of year 1) to the Unix epoch.
 const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
 
-// runDue expires every deadline due at now, and starts the hubs' resync
-// when it is due.
+// runDue expires every deadline due at now, and starts what the hubs of
+// shared breakers have due.
 func (m *Manager) runDue() {
-	m.joinDue()
-	m.resyncDue()
+	m.storesDue()
 	if len(m.timers) == 0 {
 		return
 	}
@@ -107,20 +106,20 @@ func (m *Manager) runDue() {
 	}
 }
 
-// arm sets the clock timer for the earliest deadline, the hubs' resync
-// included.
+// arm sets the clock timer for the earliest deadline, the hubs' included.
 func (m *Manager) arm() {
 	var next time.Time
+	stores, ok := m.storesNext()
 	switch {
-	case len(m.timers) > 0 && len(m.hubs) > 0:
+	case len(m.timers) > 0 && ok:
 		next = m.timers[0].at
-		if m.resyncAt.Before(next) {
-			next = m.resyncAt
+		if stores.Before(next) {
+			next = stores
 		}
 	case len(m.timers) > 0:
 		next = m.timers[0].at
-	case len(m.hubs) > 0:
-		next = m.resyncAt
+	case ok:
+		next = stores
 	default:
 		if m.armed {
 			m.stopTimer()

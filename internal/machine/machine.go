@@ -62,17 +62,23 @@ type Step struct {
 	// Err is the error of the call that caused it, when that call was
 	// released with one; nil otherwise.
 	Err error
+	// Until, when set, is the end of the state's timer, decided elsewhere
+	// (the state shared with other processes, a probe's lease): the
+	// driver arms it instead of deciding one (NeedsTimer).
+	Until time.Time
 }
 
 // NeedsTimer reports whether the state entered by the step runs a timer
 // whose length the breaker's recovery policy decides: the three transitions
-// {closed, open}, {probing, open} and {half_open, probing}.
+// {closed, open}, {probing, open} and {half_open, probing}, unless the
+// breaker was forced open, or the step follows the state shared with
+// other processes (Mirror), whose timers are theirs.
 func (s Step) NeedsTimer() bool {
 	switch s.Transition {
 	case breaker.Transition{From: breaker.Closed, To: breaker.Open},
 		breaker.Transition{From: breaker.Probing, To: breaker.Open},
 		breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}:
-		return s.Cause != breaker.CauseForceOpen
+		return s.Cause != breaker.CauseForceOpen && s.Cause != breaker.CauseShared
 	}
 	return false
 }
@@ -568,7 +574,7 @@ func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced b
 			next.counter = s.counter
 		}
 		if m.cur.CompareAndSwap(s, next) {
-			return Step{Transition: breaker.Transition{From: s.State, To: st}, Gen: next.Gen, At: now, Cause: breaker.CauseShared}, true
+			return Step{Transition: breaker.Transition{From: s.State, To: st}, Gen: next.Gen, At: now, Cause: breaker.CauseShared, Until: until}, true
 		}
 	}
 }
