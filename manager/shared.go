@@ -497,8 +497,8 @@ func (sh *shared) manual(b *Breaker, force bool) {
 }
 
 // link implements truth.
-func (sh *shared) link() storeLink {
-	return storeLink{shared: true, down: sh.hints.Load()&hintDown != 0, errors: sh.errors.Load()}
+func (sh *shared) link(st *Stats) {
+	st.Shared, st.StoreDown, st.StoreErrors = true, sh.hints.Load()&hintDown != 0, sh.errors.Load()
 }
 
 // fixed checks that cfg keeps the store, the fallback and the strategy,

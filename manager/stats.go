@@ -99,7 +99,6 @@ func (b *Breaker) Stats() Stats {
 	if h := b.durations.Load(); h != nil {
 		st.Durations = h.read()
 	}
-	l := b.truth.link()
-	st.Shared, st.StoreDown, st.StoreErrors = l.shared, l.down, l.errors
+	b.truth.link(&st)
 	return st
 }

@@ -38,15 +38,8 @@ type truth interface {
 	// fixed checks that cfg, given to Reconfigure, keeps what the breaker
 	// cannot change.
 	fixed(b *Breaker, cfg Config) error
-	// link returns the state of the breaker's link to its store, for
-	// Stats.
-	link() storeLink
-}
-
-// storeLink is what Stats says of a breaker's link to its store.
-type storeLink struct {
-	shared, down bool
-	errors       uint64
+	// link fills in what Stats says of the breaker's link to a store.
+	link(st *Stats)
 }
 
 // local is the truth of a breaker that is not shared: its machine decides
@@ -81,7 +74,7 @@ func (local) manual(*Breaker, bool)                 {}
 func (local) applied(*Breaker, note, time.Duration) {}
 func (local) registered(*Breaker)                   {}
 func (local) removed(*Breaker)                      {}
-func (local) link() storeLink                       { return storeLink{} }
+func (local) link(*Stats)                           {}
 
 func (local) fixed(b *Breaker, cfg Config) error {
 	if cfg.Store != nil {
