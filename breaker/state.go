@@ -78,6 +78,11 @@ const (
 	// transition: the manager reports it as an event of kind
 	// EventStoreRestored, with a zero Transition.
 	CauseStoreRestored
+	// CauseAlone: a shared breaker with a quorum (manager.Config.Quorum)
+	// tripped on its own process's failures while the fleet's were short
+	// of the quorum: it opens in its process alone, for its own period and
+	// with its own probe, and the fleet goes on.
+	CauseAlone
 )
 
 // String returns a lowercase name such as "trip" or "timer".
@@ -101,6 +106,8 @@ func (c Cause) String() string {
 		return "store_lost"
 	case CauseStoreRestored:
 		return "store_restored"
+	case CauseAlone:
+		return "alone"
 	case 0:
 		return "none"
 	}

@@ -249,7 +249,7 @@ func (p Permit) release(o classify.Outcome, err error) {
 // trip opens the closed breaker of generation gen because of a call with
 // outcome o and error err.
 func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
-	if step, ok := b.mach.Trip(gen, o, err, b.mgr.clk.Now()); ok {
+	if step, ok := b.mach.TripBy(gen, o, err, b.truth.tripCause(gen), b.mgr.clk.Now()); ok {
 		b.mgr.notify(b, step)
 	}
 }

@@ -34,6 +34,16 @@ type Config struct {
 	// the zero value, store.FallbackLocal, runs it on its own local state
 	// machine until the store answers again. Ignored without a Store.
 	Fallback store.Fallback
+	// Quorum, for a shared breaker, opens the breaker for the fleet only
+	// when the failures that reach the Strategy's threshold come from at
+	// least Quorum processes (each manager counts as one): one replica
+	// with a broken network cannot open it for everyone. A process whose
+	// own outcomes reach the threshold while the fleet's are short of the
+	// quorum opens in its process alone (a transition of cause
+	// breaker.CauseAlone), with its own period and its own probe, and
+	// publishes nothing. Zero or 1: failures from any process count. A
+	// breaker that is not shared ignores it; negative fails Register.
+	Quorum int
 	// SlowCall, when positive, makes a call that takes at least this long,
 	// from Acquire to its release on the manager's clock (Options.Clock),
 	// count as a failure whatever its error or outcome: a service that

@@ -113,6 +113,7 @@ type registerReq struct {
 // may be called from a callback the manager itself runs (Recover.Init and
 // Recover.Timeout).
 type Manager struct {
+	id          string // names the manager's process to stores, for a quorum
 	clk         clock.Clock
 	epoch       time.Time // clk.Now() at the start: timed calls count from it
 	log         *slog.Logger
@@ -169,6 +170,7 @@ func Start(opts Options) *Manager {
 // test can own the loop.
 func newManager(opts Options) *Manager {
 	m := &Manager{
+		id:            newToken(),
 		clk:           opts.Clock,
 		log:           opts.Logger,
 		maxRestarts:   opts.MaxRestarts,

@@ -12,6 +12,7 @@ type reconfigureReq struct {
 	b           *Breaker
 	cfg         Config // checked, with the defaults filled in
 	nilSucceeds bool
+	apply       func() // what the breaker's truth applies once the rest is, if anything
 	reply       chan error
 }
 
@@ -35,10 +36,16 @@ type reconfigureReq struct {
 //   - SlowCall times every call acquired from then on; a call in flight
 //     when it changes is measured against the new SlowCall if it was timed
 //     when acquired, and is not slow otherwise.
-//   - The Store cannot change, nor, for a shared breaker, the Strategy or
-//     the Fallback, which the breaker shares with other processes: the
-//     error names the field. Remove the breaker and register it again
-//     instead.
+//   - The Store cannot change, nor, for a shared breaker, the Fallback,
+//     nor what the store's layout of the breaker depends on: the kind of
+//     Strategy, and a breaker.TimeWindow's Period and Buckets. The error
+//     names the field; remove the breaker and register it again instead.
+//     A shared breaker's thresholds may change (Consecutive.Failures,
+//     TimeWindow.Rate and MinCalls, Config.Quorum): the store's counts go
+//     on, and this process judges them by the new thresholds from then
+//     on. Other processes keep their own until they are reconfigured too:
+//     while they disagree, the fleet opens as soon as the process with the
+//     lowest threshold finds the shared count reaching it.
 //
 // Subscribers get an event of kind EventReconfigured, and the manager logs
 // the change. Its Gen is that of the fresh window for a closed breaker given
@@ -56,10 +63,11 @@ func (b *Breaker) Reconfigure(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := b.fixed(cfg); err != nil {
+	apply, err := b.truth.reconfigure(b, cfg)
+	if err != nil {
 		return err
 	}
-	req := reconfigureReq{b: b, cfg: cfg, nilSucceeds: custom == nil, reply: make(chan error, 1)}
+	req := reconfigureReq{b: b, cfg: cfg, nilSucceeds: custom == nil, apply: apply, reply: make(chan error, 1)}
 	select {
 	case b.mgr.reconfigurec <- req:
 	case <-b.mgr.done:
@@ -67,9 +75,6 @@ func (b *Breaker) Reconfigure(cfg Config) error {
 	}
 	return awaitReply(b.mgr, req.reply, ErrStopped)
 }
-
-// fixed checks that cfg keeps what a registered breaker cannot change.
-func (b *Breaker) fixed(cfg Config) error { return b.truth.fixed(b, cfg) }
 
 // unchangeable is Reconfigure's error for a field of cfg that the breaker
 // cannot change; why says where.
@@ -122,6 +127,9 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	}
 	b.setClassifier(cfg.Classify, req.nilSucceeds)
 	b.setTiming(cfg)
+	if req.apply != nil {
+		req.apply()
+	}
 	if fresh {
 		m.handleNote(note{b: b, step: step, kind: EventReconfigured})
 	} else {

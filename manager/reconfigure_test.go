@@ -188,7 +188,7 @@ func TestReconfigureCannotChange(t *testing.T) {
 		{local, manager.Config{Store: mem}, "Config.Store"},
 		{shared, manager.Config{Strategy: breaker.Consecutive{Failures: 3}}, "Config.Store"},
 		{shared, manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Store: other}, "Config.Store"},
-		{shared, manager.Config{Strategy: breaker.Consecutive{Failures: 4}, Store: mem}, "Config.Strategy"},
+		{shared, manager.Config{Strategy: breaker.TimeWindow{Rate: 0.5, Period: time.Second, MinCalls: 1}, Store: mem}, "Config.Strategy"},
 		{shared, manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Store: mem, Fallback: store.FailOpen}, "Config.Fallback"},
 	}
 	for _, c := range cases {

@@ -51,8 +51,8 @@ const (
 type shared struct {
 	b        *Breaker
 	st       store.Store
-	hub      *hub // set on the loop as the breaker registers, before any caller has it
-	policy   store.Policy
+	hub      *hub                         // set on the loop as the breaker registers, before any caller has it
+	policy   atomic.Pointer[store.Policy] // the strategy as the store counts it; Reconfigure may change its thresholds
 	fallback store.Fallback
 
 	mu    sync.Mutex
@@ -61,9 +61,10 @@ type shared struct {
 	// What the healthy path reads without the lock: written under mu
 	// after every step, so that a success of a healthy breaker costs two
 	// atomic loads and no lock.
-	hints    atomic.Uint32 // hintDown, hintDirty
-	calls    atomic.Int64  // window: state.Calls
-	failures atomic.Int64  // window: state.Failures
+	hints     atomic.Uint32 // hintDown, hintDirty
+	calls     atomic.Int64  // window: state.Calls
+	failures  atomic.Int64  // window: state.Failures
+	processes atomic.Int64  // state.Processes, for Stats
 
 	pending *pending // window: successes not reported yet, counted lock-free
 	errors  atomic.Uint64
@@ -93,10 +94,12 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
+	p.Quorum, p.Reporter = cfg.Quorum, b.mgr.id
 	if err := guardStore(cfg.Store, func() error { return cfg.Store.Check(name) }); err != nil {
 		return nil, registerError(name, "Store", err)
 	}
-	sh := &shared{b: b, st: cfg.Store, policy: p, fallback: cfg.Fallback}
+	sh := &shared{b: b, st: cfg.Store, fallback: cfg.Fallback}
+	sh.policy.Store(&p)
 	sh.state = fleet.State{Policy: p, Fallback: cfg.Fallback}
 	if p.Window() {
 		sh.pending = newPending(p)
@@ -199,6 +202,15 @@ func (sh *shared) publishHints() {
 		sh.calls.Store(sh.state.Calls)
 		sh.failures.Store(sh.state.Failures)
 	}
+	sh.processes.Store(sh.state.Processes)
+}
+
+// tripCause implements truth: a trip this process decides alone, short of
+// the fleet's quorum, says so.
+func (sh *shared) tripCause(gen uint64) breaker.Cause {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.state.TripCause(gen)
 }
 
 // handOver hands the machine's steps to the loop, from a caller's
@@ -287,7 +299,7 @@ func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) b
 		// The threshold is checked after every outcome: a success that
 		// may bring the window to it, by this process's count or by the
 		// store's last counts, is reported at once.
-		idx := sh.policy.Bucket(now)
+		idx := sh.policy.Load().Bucket(now)
 		sh.pending.add(idx)
 		if !localTrip && !sh.mayTrip(idx) {
 			return false
@@ -305,15 +317,16 @@ func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) b
 	at := b.mgr.clk.Now() // a healthy call reads no clock
 	var v store.Verdict
 	failure := a.Report == fleet.ReportFailure
+	p := sh.policy.Load()
 	var succ []int64
 	if sh.pending != nil {
-		succ = sh.pending.take(sh.policy.Bucket(now))
+		succ = sh.pending.take(p.Bucket(now))
 	}
 	err := sh.call(func(ctx context.Context) (err error) {
 		if failure {
-			v, err = sh.st.RecordFailure(ctx, b.Name(), sh.policy, succ)
+			v, err = sh.st.RecordFailure(ctx, b.Name(), *p, succ)
 		} else {
-			v, err = sh.st.RecordSuccess(ctx, b.Name(), sh.policy, succ)
+			v, err = sh.st.RecordSuccess(ctx, b.Name(), *p, succ)
 		}
 		return err
 	})
@@ -350,7 +363,7 @@ func (sh *shared) mayTrip(idx int64) bool {
 	if f == 0 {
 		return false
 	}
-	return sh.policy.Trips(store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
+	return sh.policy.Load().Reached(store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
 }
 
 // flushSuccesses reports the successes of a window policy counted since
@@ -360,12 +373,13 @@ func (sh *shared) mayTrip(idx int64) bool {
 func (sh *shared) flushSuccesses(ctx context.Context) {
 	b := sh.b
 	at := b.mgr.clk.Now()
-	succ := sh.pending.take(sh.policy.Bucket(at))
+	p := sh.policy.Load()
+	succ := sh.pending.take(p.Bucket(at))
 	if succ == nil {
 		return
 	}
 	gen := b.mach.Snapshot().Gen
-	v, err := sh.st.RecordSuccess(ctx, b.Name(), sh.policy, succ)
+	v, err := sh.st.RecordSuccess(ctx, b.Name(), *p, succ)
 	if err != nil {
 		// The resync's read that follows reports the store's state.
 		return
@@ -497,22 +511,44 @@ func (sh *shared) manual(b *Breaker, force bool) {
 }
 
 // link implements truth.
-func (sh *shared) link(st *Stats) {
+func (sh *shared) link(st Stats) Stats {
 	st.Shared, st.StoreDown, st.StoreErrors = true, sh.hints.Load()&hintDown != 0, sh.errors.Load()
+	st.Processes = sh.processes.Load()
+	return st
 }
 
-// fixed checks that cfg keeps the store, the fallback and the strategy,
-// which a shared breaker counts with in the store.
-func (sh *shared) fixed(b *Breaker, cfg Config) error {
+// reconfigure implements truth: cfg keeps the store and the fallback, and
+// what the store's layout of the breaker depends on (the kind of strategy,
+// a window's period and buckets); its thresholds and quorum may change,
+// and apply, on the loop, to the next outcome.
+func (sh *shared) reconfigure(b *Breaker, cfg Config) (func(), error) {
 	switch {
 	case !sameValue(cfg.Store, sh.st):
-		return b.unchangeable("Store", "on a registered breaker")
+		return nil, b.unchangeable("Store", "on a registered breaker")
 	case cfg.Fallback != sh.fallback:
-		return b.unchangeable("Fallback", "on a shared breaker")
-	case !sameValue(cfg.Strategy, b.mach.Strategy()):
-		return b.unchangeable("Strategy", "on a shared breaker, which counts with it in the store")
+		return nil, b.unchangeable("Fallback", "on a shared breaker")
 	}
-	return nil
+	old, cur := sh.policy.Load(), b.mach.Strategy()
+	if reflect.TypeOf(cfg.Strategy) != reflect.TypeOf(cur) {
+		return nil, b.unchangeable("Strategy", fmt.Sprintf("from %T to %T on a shared breaker, whose store counts each kind in a layout of its own", cur, cfg.Strategy))
+	}
+	p, err := sharepolicy.Of(cfg.Strategy)
+	if err != nil {
+		return nil, configError(opReconfigure, b.Name(), "Strategy", err)
+	}
+	switch {
+	case p.Window() != old.Window():
+		return nil, b.unchangeable("Strategy", "between a count and a window on a shared breaker, whose store counts each in a layout of its own")
+	case p.Period != old.Period:
+		return nil, b.unchangeable("Strategy.Period", fmt.Sprintf("from %v to %v on a shared breaker, whose store keeps its window in buckets of Period/Buckets", old.Period, p.Period))
+	case p.Buckets != old.Buckets:
+		return nil, b.unchangeable("Strategy.Buckets", fmt.Sprintf("from %d to %d on a shared breaker, whose store keeps its window in buckets of Period/Buckets", old.Buckets, p.Buckets))
+	}
+	p.Quorum, p.Reporter = cfg.Quorum, old.Reporter
+	return func() {
+		sh.policy.Store(&p)
+		sh.step(fleet.Reconfigured{Policy: p}, nil)
+	}, nil
 }
 
 // guardStore runs f, a call of store st, and turns a panic into an error:

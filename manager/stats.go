@@ -65,8 +65,13 @@ type Stats struct {
 	// StoreDown is set while the store cannot be reached and the
 	// breaker's Fallback is in effect.
 	StoreDown bool
-	// StoreErrors counts the store calls of this breaker that failed.
+	// StoreErrors counts the store calls of this breaker that failed: its
+	// own, and each status read or watch of its store that failed.
 	StoreErrors uint64
+	// Processes, for a shared breaker with Config.Quorum above 1, is how
+	// many processes reported the failures the fleet's count holds, as the
+	// store last said; zero otherwise.
+	Processes int64
 }
 
 // Stats returns the breaker's counters and state. The counters are read one
@@ -99,6 +104,5 @@ func (b *Breaker) Stats() Stats {
 	if h := b.durations.Load(); h != nil {
 		st.Durations = h.read()
 	}
-	b.truth.link(&st)
-	return st
+	return b.truth.link(st)
 }

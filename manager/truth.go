@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
@@ -26,6 +27,8 @@ type truth interface {
 	// endProbe ends the probe of ticket t with outcome o (err: the
 	// probe's error, if any).
 	endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error)
+	// tripCause is the cause of the trip of the closed generation gen.
+	tripCause(gen uint64) breaker.Cause
 	// manual runs before ForceOpen (force) or Reset applies here.
 	manual(b *Breaker, force bool)
 	// applied runs on the loop once the step of note n is applied; d is the
@@ -35,11 +38,13 @@ type truth interface {
 	// removed as it leaves.
 	registered(b *Breaker)
 	removed(b *Breaker)
-	// fixed checks that cfg, given to Reconfigure, keeps what the breaker
-	// cannot change.
-	fixed(b *Breaker, cfg Config) error
-	// link fills in what Stats says of the breaker's link to a store.
-	link(st *Stats)
+	// reconfigure checks that cfg, given to Reconfigure, keeps what the
+	// breaker cannot change, and returns what to apply on the loop once
+	// the rest of cfg is (nil: nothing).
+	reconfigure(b *Breaker, cfg Config) (func(), error)
+	// link returns st with what Stats says of the breaker's link to a
+	// store filled in.
+	link(st Stats) Stats
 }
 
 // local is the truth of a breaker that is not shared: its machine decides
@@ -70,15 +75,16 @@ func (local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err erro
 	b.mgr.send(note{b: b, step: step})
 }
 
+func (local) tripCause(uint64) breaker.Cause        { return breaker.CauseTrip }
 func (local) manual(*Breaker, bool)                 {}
 func (local) applied(*Breaker, note, time.Duration) {}
 func (local) registered(*Breaker)                   {}
 func (local) removed(*Breaker)                      {}
-func (local) link(*Stats)                           {}
+func (local) link(st Stats) Stats                   { return st }
 
-func (local) fixed(b *Breaker, cfg Config) error {
+func (local) reconfigure(b *Breaker, cfg Config) (func(), error) {
 	if cfg.Store != nil {
-		return b.unchangeable("Store", "on a registered breaker")
+		return nil, b.unchangeable("Store", "on a registered breaker")
 	}
-	return nil
+	return nil, nil
 }

@@ -86,6 +86,9 @@ func validateConfig(op, name string, cfg Config) (Config, error) {
 	if err := checkStrategy(cfg.Strategy); err != nil {
 		return cfg, configError(op, name, "Strategy", err)
 	}
+	if cfg.Quorum < 0 {
+		return cfg, configError(op, name, "Quorum", fmt.Errorf("must not be negative, got %d", cfg.Quorum))
+	}
 	if cfg.SlowCall < 0 {
 		return cfg, configError(op, name, "SlowCall", fmt.Errorf("must not be negative, got %v", cfg.SlowCall))
 	}

@@ -32,6 +32,9 @@ type memBreaker struct {
 	probeTo    time.Time
 	forced     bool                // forced open until a Reset
 	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
+	// reporters of the failures counted, for a quorum: of the run, or,
+	// for a window, with the last bucket each reported a failure in.
+	reporters map[string]int64
 }
 
 type memWatcher struct {
@@ -119,14 +122,58 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 		v.Calls, v.Failures = b.window(p, now, 1, successes)
 	} else {
 		if !now.Before(b.failuresTo) {
-			b.failures = 0
+			b.failures, b.reporters = 0, nil
 		}
 		b.failures++
 		b.failuresTo = now.Add(DefaultFailureTTL)
 		v.Failures = b.failures
 	}
+	if p.Quorum > 1 {
+		v.Processes = b.report(p, now)
+	}
 	v.Status = b.status(now)
 	return v, nil
+}
+
+// report counts p.Reporter among the reporters of the failures counted,
+// and returns how many there are: of the run, or, for a window, in it.
+func (b *memBreaker) report(p Policy, now time.Time) int64 {
+	if b.reporters == nil {
+		b.reporters = make(map[string]int64)
+	}
+	if !p.Window() {
+		b.reporters[p.Reporter] = 0
+		return int64(len(b.reporters))
+	}
+	idx := p.Bucket(now)
+	b.reporters[p.Reporter] = idx
+	var n int64
+	for r, last := range b.reporters {
+		if last <= idx-int64(p.Buckets) {
+			delete(b.reporters, r)
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// reporting returns how many processes reported the failures counted now.
+func (b *memBreaker) reporting(p Policy, now time.Time) int64 {
+	if p.Quorum <= 1 {
+		return 0
+	}
+	if !p.Window() {
+		return int64(len(b.reporters))
+	}
+	idx := p.Bucket(now)
+	var n int64
+	for _, last := range b.reporters {
+		if last > idx-int64(p.Buckets) {
+			n++
+		}
+	}
+	return n
 }
 
 // RecordSuccess implements Store.
@@ -141,8 +188,9 @@ func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, succe
 	var v Verdict
 	if p.Window() {
 		v.Calls, v.Failures = b.window(p, now, 0, successes)
+		v.Processes = b.reporting(p, now)
 	} else {
-		b.failures = 0
+		b.failures, b.reporters = 0, nil
 	}
 	v.Status = b.status(now)
 	return v, nil
@@ -207,7 +255,7 @@ func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, 
 	switch o {
 	case classify.Success:
 		b.epoch++
-		b.openTo, b.failures, b.buckets = time.Time{}, 0, nil
+		b.openTo, b.failures, b.buckets, b.reporters = time.Time{}, 0, nil, nil
 		m.publish(Change{Name: name, Kind: Closed, Epoch: b.epoch})
 	case classify.Failure:
 		b.epoch += 2
@@ -229,7 +277,7 @@ func (m *Memory) Reset(ctx context.Context, name string) (Status, error) {
 	defer m.mu.Unlock()
 	b := m.entry(name)
 	b.epoch += 2 - b.epoch%2
-	b.openTo, b.probe, b.probeTo, b.failures, b.buckets, b.forced = time.Time{}, "", time.Time{}, 0, nil, false
+	b.openTo, b.probe, b.probeTo, b.failures, b.buckets, b.forced, b.reporters = time.Time{}, "", time.Time{}, 0, nil, false, nil
 	m.publish(Change{Name: name, Kind: Reset, Epoch: b.epoch})
 	return b.status(now), nil
 }

@@ -119,21 +119,44 @@ type Policy struct {
 	Period   time.Duration
 	Buckets  int
 	MinCalls int
+	// Quorum, when above 1, opens the breaker for the fleet only when the
+	// failures that reach the threshold come from at least Quorum
+	// processes (manager.Config.Quorum): the store counts who reported the
+	// failures (Verdict.Processes), of the current run for a consecutive
+	// policy, in the window for a window policy. A store need not count
+	// reporters under a Quorum of 0 or 1.
+	Quorum int
+	// Reporter names the process that reports, with RecordFailure, for
+	// Quorum: the manager sets it, one name per manager.
+	Reporter string
 }
 
 // Window reports whether p is a rate-over-time policy.
 func (p Policy) Window() bool { return p.Rate > 0 }
 
-// Trips reports whether a verdict's counts trip a breaker under p. It is
-// the strategy's own rule (breaker.Consecutive.Trips or
+// Trips reports whether a verdict's counts trip a breaker under p: the
+// strategy's threshold is reached (Reached) by failures from at least
+// Quorum processes.
+func (p Policy) Trips(v Verdict) bool {
+	return p.Reached(v) && p.Quorate(v)
+}
+
+// Reached reports whether a verdict's counts reach the strategy's
+// threshold. It is the strategy's own rule (breaker.Consecutive.Trips or
 // breaker.TimeWindow.Trips), applied to the counts the store keeps: stores
 // count, and only this rule decides, so a local and a shared breaker fed
 // the same outcomes trip at the same call.
-func (p Policy) Trips(v Verdict) bool {
+func (p Policy) Reached(v Verdict) bool {
 	if p.Window() {
 		return p.timeWindow().Trips(v.Calls, v.Failures)
 	}
 	return breaker.Consecutive{Failures: p.Failures}.Trips(v.Failures)
+}
+
+// Quorate reports whether a verdict's failures come from enough processes
+// for the fleet to open: always under a Quorum of 0 or 1.
+func (p Policy) Quorate(v Verdict) bool {
+	return p.Quorum <= 1 || v.Processes >= int64(p.Quorum)
 }
 
 func (p Policy) timeWindow() breaker.TimeWindow {
@@ -165,6 +188,9 @@ type Verdict struct {
 	Failures int64
 	// Calls is the calls in the window (window policy only).
 	Calls int64
+	// Processes is how many processes reported the failures counted
+	// (Policy.Quorum above 1 only; zero otherwise).
+	Processes int64
 	// Status is the breaker's shared state. While it is Opened, the counts
 	// trip nothing: the fleet is open already.
 	Status

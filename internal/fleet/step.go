@@ -57,10 +57,12 @@ type Heard struct {
 }
 
 // Trip is a trip this process decided: the breaker's generation it opens
-// and the closed epoch the store counted it in.
+// and the closed epoch the store counted it in; Alone: it opens in this
+// process alone, the fleet's failures short of the quorum.
 type Trip struct {
 	Gen   uint64
 	Epoch uint64
+	Alone bool
 }
 
 // State is what a process knows and has decided of one shared breaker.
@@ -106,8 +108,14 @@ type State struct {
 	// (a consecutive policy): the next success ends the shared run.
 	Dirty bool
 	// Calls and Failures are the window's counts as the store last gave
-	// them (a window policy).
-	Calls, Failures int64
+	// them (a window policy); Processes how many processes reported the
+	// failures counted (a quorum).
+	Calls, Failures, Processes int64
+	// Alone says the breaker opened in this process alone (its own
+	// outcomes reached the threshold while the fleet's were short of the
+	// quorum): it probes on its own and follows nothing of the fleet's
+	// closed epoch until it closes, or the fleet moves to another epoch.
+	Alone bool
 }
 
 // View is what the owner of a State sees besides it: the breaker's
@@ -203,6 +211,10 @@ type Applied struct {
 // AskLease action).
 type LeaseDecided struct{ Lease time.Duration }
 
+// Reconfigured says the breaker's policy changed (Reconfigure) to Policy,
+// whose layout in the store is the old one's.
+type Reconfigured struct{ Policy store.Policy }
+
 // Decided is the store's answer to a call the loop made (an Open, a
 // failed probe's Resolve, a ForceForFleet): applied (Won) or not, and the
 // status it left, or the call's error.
@@ -240,6 +252,7 @@ func (ProbeEnded) isMsg()   {}
 func (VerdictReply) isMsg() {}
 func (Applied) isMsg()      {}
 func (LeaseDecided) isMsg() {}
+func (Reconfigured) isMsg() {}
 func (Decided) isMsg()      {}
 func (Manual) isMsg()       {}
 func (ManualReply) isMsg()  {}
@@ -367,6 +380,8 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		s.applied(m, &a)
 	case LeaseDecided:
 		s.Lease = max(m.Lease, minHold)
+	case Reconfigured:
+		s.Policy = m.Policy
 	case Decided:
 		s.decided(v, now, m, &a)
 	case Manual:
@@ -425,7 +440,11 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	if s.Policy.Window() {
 		s.Calls, s.Failures = m.Verdict.Calls, m.Verdict.Failures
 	} else if !m.Failure {
+		s.Processes = 0
 		return // a consecutive success's reply says nothing more
+	}
+	if s.Policy.Quorum > 1 {
+		s.Processes = m.Verdict.Processes
 	}
 	switch {
 	case m.Verdict.Opened():
@@ -436,7 +455,21 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		s.raise(v, m.Verdict.Epoch)
 		s.Tripped = Trip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch}
 		a.Trip = true
+	case s.Policy.Quorum > 1 && m.LocalTrip:
+		// This process's own outcomes reach the threshold, the fleet's
+		// are short of the quorum: it protects itself, alone, and
+		// publishes nothing.
+		s.Tripped = Trip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch, Alone: true}
+		a.Trip = true
 	}
+}
+
+// TripCause is the cause the trip of the closed generation gen reports.
+func (s State) TripCause(gen uint64) breaker.Cause {
+	if s.Tripped.Gen == gen+1 && s.Tripped.Alone {
+		return breaker.CauseAlone
+	}
+	return breaker.CauseTrip
 }
 
 // lease is how long the next probe's lease is.
@@ -450,7 +483,7 @@ func (s *State) lease() time.Duration {
 // probeWon decides what a caller that won the local probe does: take the
 // store's lease, or, while the store is unreachable, probe on its own.
 func (s *State) probeWon(m ProbeWon, a *Actions) {
-	if s.Down {
+	if s.Down || s.Alone {
 		a.Hold = max(s.Lease, minHold)
 		return
 	}
@@ -562,6 +595,12 @@ func (s *State) applied(m Applied, a *Actions) {
 	if trip.Gen == m.Gen {
 		s.Tripped = Trip{}
 	}
+	switch {
+	case m.Cause == breaker.CauseAlone:
+		s.Alone = true
+	case m.To == breaker.Closed:
+		s.Alone = false
+	}
 	if s.Down {
 		return
 	}
@@ -669,6 +708,11 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 		}
 		return
 	}
+	if s.Alone && h.Status.Epoch <= s.Epoch {
+		// Opened alone, in the fleet's closed epoch: the fleet's state
+		// is not this breaker's until it closes or the fleet moves on.
+		return
+	}
 	if h.Seq > 0 && h.Status.Epoch < s.Epoch && h.Seq > s.EpochAt && v.State == breaker.Closed {
 		// Asked for after this process knew of its epoch, and below
 		// it: the store lost its data. For a closed breaker the store's
@@ -688,6 +732,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	if next.Epoch > cur.Epoch {
 		s.raise(v, next.Epoch)
 		s.Held = Lease{} // a new epoch ends the lease this process held
+		s.Alone = false
 	}
 	if next.State == v.State && next.Forced == v.Forced {
 		if !next.Until.IsZero() && !next.Until.Equal(v.Until) {

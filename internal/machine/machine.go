@@ -371,11 +371,17 @@ func (m *Machine) Record(t Ticket, o classify.Outcome, now time.Time) (trip bool
 // period's OpenError reports as its Cause and the step carries. It does
 // nothing if the breaker is no longer that closed generation.
 func (m *Machine) Trip(gen uint64, o classify.Outcome, err error, now time.Time) (Step, bool) {
+	return m.TripBy(gen, o, err, breaker.CauseTrip, now)
+}
+
+// TripBy is Trip with the cause the step reports: breaker.CauseTrip, or
+// breaker.CauseAlone for a shared breaker that opens in its process alone.
+func (m *Machine) TripBy(gen uint64, o classify.Outcome, err error, cause breaker.Cause, now time.Time) (Step, bool) {
 	s := m.cur.Load()
 	if s.Gen != gen || s.State != breaker.Closed {
 		return Step{}, false
 	}
-	return m.move(s, breaker.Open, now, o, breaker.CauseTrip, false, err)
+	return m.move(s, breaker.Open, now, o, cause, false, err)
 }
 
 // EndProbe reports the probe's outcome: a success closes the breaker, a
