@@ -13,6 +13,7 @@
 //	fusebox:{N}:open      the open marker; its TTL is the remaining open period
 //	fusebox:{N}:probe     the probe lease; its value is the holder's token, its TTL the lease
 //	fusebox:{N}:epoch     the epoch, advanced by every opening and closing: odd while opened
+//	fusebox:{N}:reporters who reported the failures counted, under a quorum (Policy.Quorum above 1)
 //
 // Changes are announced on the channel "fusebox:changes" as
 // "kind|milliseconds|epoch|name".
@@ -201,15 +202,16 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 	if p.Window() {
 		return s.window(ctx, name, p, 1, successes)
 	}
-	r, err := failureScript.Run(ctx, s.client, []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}, ms(s.ttl)).Result()
+	keys := []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
+	r, err := failureScript.Run(ctx, s.client, keys, ms(s.ttl), p.Quorum, p.Reporter).Result()
 	if err != nil {
 		return store.Verdict{}, wrap("record failure of", name, err)
 	}
-	v, err := ints(r, 4)
+	v, err := ints(r, 5)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Failures: v[0], Status: status(v[1:])}, nil
+	return store.Verdict{Failures: v[0], Processes: v[1], Status: status(v[2:])}, nil
 }
 
 // RecordSuccess implements store.Store.
@@ -220,7 +222,7 @@ func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, 
 	if p.Window() {
 		return s.window(ctx, name, p, 0, successes)
 	}
-	if err := s.client.Del(ctx, s.Key(name, "failures")).Err(); err != nil {
+	if err := s.client.Del(ctx, s.Key(name, "failures"), s.Key(name, "reporters")).Err(); err != nil {
 		return store.Verdict{}, wrap("record success of", name, err)
 	}
 	return store.Verdict{}, nil
@@ -229,21 +231,21 @@ func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, 
 // window adds failures, and successes by age, to the window of a window
 // policy and returns its counts.
 func (s *Store) window(ctx context.Context, name string, p store.Policy, failures int64, successes []int64) (store.Verdict, error) {
-	args := make([]any, 0, 3+len(successes))
-	args = append(args, p.BucketWidth().Milliseconds(), p.Buckets, failures)
+	args := make([]any, 0, 5+len(successes))
+	args = append(args, p.BucketWidth().Milliseconds(), p.Buckets, failures, p.Quorum, p.Reporter)
 	for _, n := range successes {
 		args = append(args, n)
 	}
-	keys := []string{s.Key(name, "window"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	keys := []string{s.Key(name, "window"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	r, err := windowScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
 		return store.Verdict{}, wrap("record the calls of", name, err)
 	}
-	v, err := ints(r, 5)
+	v, err := ints(r, 6)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Calls: v[0], Failures: v[1], Status: status(v[2:])}, nil
+	return store.Verdict{Calls: v[0], Failures: v[1], Processes: v[2], Status: status(v[3:])}, nil
 }
 
 // Open implements store.Store.
@@ -292,7 +294,7 @@ func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o
 	case classify.Failure:
 		verdict = "f"
 	}
-	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch")}
+	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), s.channel, name, epoch).Result()
 	if err != nil {
 		return store.Status{}, false, wrap("resolve the probe of", name, err)
@@ -309,7 +311,7 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	if s.err != nil {
 		return store.Status{}, s.err
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	e, err := resetScript.Run(ctx, s.client, keys, s.channel, name).Int64()
 	if err != nil {
 		return store.Status{}, wrap("reset", name, err)

@@ -8,14 +8,26 @@ import "github.com/redis/go-redis/v9"
 // them down, not the replicas' clocks.
 
 // failureScript counts one failure of a consecutive policy and sets the
-// count's expiry in the same step.
+// count's expiry in the same step. Under a quorum above 1 it also files
+// the reporter among the reporters of the run (a hash that starts afresh
+// with the run and expires with it) and counts them.
 //
-// KEYS: failures, open, probe, epoch. ARGV: ttl_ms.
-// Returns {count, epoch, open_pttl, probe_pttl}.
+// KEYS: failures, open, probe, epoch, reporters. ARGV: ttl_ms, quorum,
+// reporter.
+// Returns {count, reporters, epoch, open_pttl, probe_pttl}.
 var failureScript = redis.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return {n, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
+local r = 0
+if tonumber(ARGV[2]) > 1 then
+  if n == 1 then
+    redis.call('DEL', KEYS[5])
+  end
+  redis.call('HSET', KEYS[5], ARGV[3], 1)
+  redis.call('PEXPIRE', KEYS[5], ARGV[1])
+  r = redis.call('HLEN', KEYS[5])
+end
+return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
 `)
 
 // windowScript adds failures to the current bucket of a window policy, and
@@ -27,9 +39,13 @@ return {n, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[
 // counts trip the breaker is decided in Go by the strategy's own rule
 // (store.Policy.Trips), the one the local counter and the memory store use.
 //
-// KEYS: window, open, probe, epoch. ARGV: width_ms, buckets, failures, then
-// the successes of age 0, 1, ...
-// Returns {calls, failures, epoch, open_pttl, probe_pttl}.
+// Under a quorum above 1 it files a failure's reporter with the bucket of
+// its last failure (a hash), drops the reporters whose last failure left
+// the window, and counts the others.
+//
+// KEYS: window, open, probe, epoch, reporters. ARGV: width_ms, buckets,
+// failures, quorum, reporter, then the successes of age 0, 1, ...
+// Returns {calls, failures, reporters, epoch, open_pttl, probe_pttl}.
 var windowScript = redis.NewScript(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
@@ -44,8 +60,8 @@ if fails > 0 then
   redis.call('HINCRBY', KEYS[1], string.format('f%d', idx), fails)
   touched = true
 end
-for a = 0, math.min(#ARGV - 4, n - 1) do
-  local s = tonumber(ARGV[4 + a])
+for a = 0, math.min(#ARGV - 6, n - 1) do
+  local s = tonumber(ARGV[6 + a])
   if s > 0 then
     redis.call('HINCRBY', KEYS[1], string.format('c%d', idx - a), s)
     touched = true
@@ -62,7 +78,22 @@ end
 for i = idx - 2 * n, idx - n do
   redis.call('HDEL', KEYS[1], string.format('c%d', i), string.format('f%d', i))
 end
-return {c, f, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
+local r = 0
+if tonumber(ARGV[4]) > 1 then
+  if fails > 0 then
+    redis.call('HSET', KEYS[5], ARGV[5], idx)
+    redis.call('PEXPIRE', KEYS[5], width * n * 2)
+  end
+  local all = redis.call('HGETALL', KEYS[5])
+  for i = 1, #all, 2 do
+    if tonumber(all[i + 1]) <= idx - n then
+      redis.call('HDEL', KEYS[5], all[i])
+    else
+      r = r + 1
+    end
+  end
+end
+return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
 `)
 
 // Every opening and closing advances the breaker's epoch (its own key,
@@ -130,7 +161,7 @@ return {1, e, 0, tonumber(ARGV[2])}
 // resolveScript applies a probe's verdict if, and only if, the caller still
 // holds the lease of its epoch.
 //
-// KEYS: probe, open, failures, window, epoch.
+// KEYS: probe, open, failures, window, epoch, reporters.
 // ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch.
 // Returns {applied, epoch, open_pttl, probe_pttl}.
 var resolveScript = redis.NewScript(`
@@ -141,7 +172,7 @@ end
 redis.call('DEL', KEYS[1])
 if ARGV[2] == 's' then
   e = redis.call('INCR', KEYS[5])
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6])
   redis.call('PUBLISH', ARGV[4], 'closed|0|' .. e .. '|' .. ARGV[5])
 elseif ARGV[2] == 'f' then
   e = redis.call('INCRBY', KEYS[5], 2)
@@ -156,13 +187,14 @@ return {1, e, redis.call('PTTL', KEYS[2]), 0}
 // resetScript closes the breaker whatever its state, moving the epoch to the
 // next closed one, and announces it.
 //
-// KEYS: open, probe, failures, window, epoch. ARGV: channel, name.
+// KEYS: open, probe, failures, window, epoch, reporters. ARGV: channel,
+// name.
 // Returns the epoch.
 var resetScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[5]) or '0')
 e = e + 2 - e % 2
 redis.call('SET', KEYS[5], e)
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6])
 redis.call('PUBLISH', ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
 return e
 `)

@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("WatchDeliversChangesInOrder", func(t *testing.T) { watch(t, h) })
 	t.Run("ForceOpenHoldsUntilReset", func(t *testing.T) { forceOpen(t, h) })
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
+	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
 }
 
 var consecutive = store.Policy{Failures: 1000}
