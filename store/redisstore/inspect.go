@@ -35,6 +35,11 @@ type Breaker struct {
 	// buckets it holds may include some older than the window: Calls and
 	// Failures are at least the window's counts, never less.
 	Calls int64
+	// Processes is how many processes reported the failures counted, for
+	// a breaker with a quorum (manager.Config.Quorum above 1): of the run,
+	// or, for a window policy, of the reporters the store still holds
+	// (at least those in the window); zero without a quorum.
+	Processes int64
 }
 
 // State returns the breaker's state for the fleet, as the store holds it:
@@ -57,9 +62,9 @@ func (b Breaker) State() breaker.State {
 // inspectScript reads every key of one breaker at once, so that a state
 // is never pieced together from two epochs.
 //
-// KEYS: epoch, open, probe, failures, window.
-// Returns {epoch, open_pttl, holder, probe_pttl, failures, window}: a
-// missing string is "", a missing hash an empty list.
+// KEYS: epoch, open, probe, failures, window, reporters.
+// Returns {epoch, open_pttl, holder, probe_pttl, failures, window,
+// reporters}: a missing string is "", a missing hash an empty list.
 var inspectScript = redis.NewScript(`
 return {
   redis.call('GET', KEYS[1]) or '',
@@ -67,12 +72,13 @@ return {
   redis.call('GET', KEYS[3]) or '',
   redis.call('PTTL', KEYS[3]),
   redis.call('GET', KEYS[4]) or '',
-  redis.call('HGETALL', KEYS[5])
+  redis.call('HGETALL', KEYS[5]),
+  redis.call('HLEN', KEYS[6])
 }
 `)
 
 // fields are the fields of a breaker's keys, in inspectScript's order.
-var fields = []string{"epoch", "open", "probe", "failures", "window"}
+var fields = []string{"epoch", "open", "probe", "failures", "window", "reporters"}
 
 // Inspect reads everything the store holds of the breaker name. It reports
 // false, and no error, when the store holds nothing of it: a breaker that
@@ -172,7 +178,7 @@ func (s *Store) inspect(ctx context.Context, names []string) ([]Breaker, error) 
 // of the breaker exists.
 func parseBreaker(name string, v any) (Breaker, bool, error) {
 	r, ok := v.([]any)
-	if !ok || len(r) != 6 {
+	if !ok || len(r) != 7 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
 	}
 	epoch, _ := r[0].(string)
@@ -181,13 +187,14 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 	probe, ok2 := r[3].(int64)
 	failures, _ := r[4].(string)
 	window, ok3 := r[5].([]any)
-	if !ok1 || !ok2 || !ok3 || len(window)%2 != 0 {
+	reporters, ok4 := r[6].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || len(window)%2 != 0 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
 	}
 	if epoch == "" && open == -2 && holder == "" && failures == "" && len(window) == 0 {
 		return Breaker{}, false, nil
 	}
-	b := Breaker{Name: name, Holder: holder}
+	b := Breaker{Name: name, Holder: holder, Processes: reporters}
 	var e int64
 	if epoch != "" {
 		var err error

@@ -82,6 +82,12 @@ var columns = []column{
 		}
 		return strconv.FormatInt(b.Calls, 10)
 	}},
+	{"PROCESSES", func(b redisstore.Breaker) string {
+		if b.Processes == 0 {
+			return "-"
+		}
+		return strconv.FormatInt(b.Processes, 10)
+	}},
 }
 
 func dash(s string) string {
@@ -128,6 +134,12 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	case b.Failures > 0:
 		counts = plural(b.Failures, "consecutive failure")
 	}
+	switch {
+	case b.Processes == 1:
+		counts += ", from 1 process"
+	case b.Processes > 1:
+		counts += fmt.Sprintf(", from %d processes", b.Processes)
+	}
 	for _, f := range [][2]string{
 		{"name", b.Name},
 		{"state", state(b)},
@@ -161,13 +173,16 @@ type breakerObject struct {
 	Window   bool   `json:"window"`
 	Failures int64  `json:"failures"`
 	Calls    *int64 `json:"calls,omitempty"`
+	// Processes is how many processes the failures came from, under a
+	// quorum; absent without one.
+	Processes int64 `json:"processes,omitempty"`
 }
 
 func breakerJSON(b redisstore.Breaker) breakerObject {
 	o := breakerObject{
 		Name: b.Name, State: state(b), Epoch: b.Epoch,
 		OpenMS: b.Open.Milliseconds(), Holder: b.Holder, ProbeMS: b.Probe.Milliseconds(),
-		Window: b.Window, Failures: b.Failures,
+		Window: b.Window, Failures: b.Failures, Processes: b.Processes,
 	}
 	if b.Window {
 		o.Calls = &b.Calls

@@ -48,14 +48,14 @@ func TestListOpen(t *testing.T) {
 
 	r := fusebox("-redis", srv.Addr(), "list")
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
-	assert.Equal(t, []string{"NAME", "STATE", "EPOCH", "PERIOD", "LEFT", "PROBE", "HELD", "BY", "LEASE", "LEFT", "FAILURES", "CALLS"}, strings.Fields(lines(r.stdout)[0]), "the header")
+	assert.Equal(t, []string{"NAME", "STATE", "EPOCH", "PERIOD", "LEFT", "PROBE", "HELD", "BY", "LEASE", "LEFT", "FAILURES", "CALLS", "PROCESSES"}, strings.Fields(lines(r.stdout)[0]), "the header")
 	f := row(r.stdout, "payments")
 	require.NotNil(t, f, "a line for payments in\n%s", r.stdout)
 	assert.Equal(t, []string{"payments", "open", "1"}, f[:3], "name, state, epoch")
 	left, err := time.ParseDuration(f[3])
 	require.NoError(t, err, "the period left, %q", f[3])
 	assert.True(t, left > 50*time.Second && left <= time.Minute, "the period left, %v, is nearly the minute it opened for", left)
-	assert.Equal(t, []string{"-", "-", "3", "-"}, f[4:], "no lease; the three failures that tripped it")
+	assert.Equal(t, []string{"-", "-", "3", "-", "-"}, f[4:], "no lease; the three failures that tripped it; no quorum")
 
 	r = fusebox("-redis", srv.Addr(), "show", "payments")
 	require.Equal(t, 0, r.code, "show: %s", r.stderr)
@@ -291,4 +291,32 @@ func TestWatchLost(t *testing.T) {
 		t.Fatal("watch did not end within 10s of its server's death")
 	}
 	assert.Regexp(t, `fusebox: redisstore: watch fusebox:changes: .+ \(Redis at `+srv.Addr()+`\)\n$`, errs.String())
+}
+
+// Under a quorum, list and show say how many processes the failures came
+// from: one replica alone opens only itself, and the store shows its
+// failures as one process's.
+func TestListProcessesInTheCount(t *testing.T) {
+	srv := redistest.Start(t)
+	ps := fleet(t, srv.Addr(), "search", 3, manager.Config{
+		Strategy: breaker.Consecutive{Failures: 3},
+		Recover:  recover.BasicTimeout{Open: time.Minute},
+		Quorum:   2,
+	})
+	ps[0].trip(t)
+	require.Equal(t, breaker.Open, ps[0].b.State(), "the replica opens alone")
+	require.Equal(t, breaker.Closed, ps[1].b.State(), "the fleet does not")
+
+	r := fusebox("-redis", srv.Addr(), "list")
+	require.Equal(t, 0, r.code, "list: %s", r.stderr)
+	f := row(r.stdout, "search")
+	require.NotNil(t, f, "a line for search in\n%s", r.stdout)
+	assert.Equal(t, []string{"search", "closed"}, f[:2], "the fleet is closed")
+	assert.Equal(t, "1", f[len(f)-1], "the failures come from one process")
+
+	err := ps[1].b.Do(context.Background(), func(context.Context) error { return errBoom })
+	require.ErrorIs(t, err, errBoom)
+	r = fusebox("-redis", srv.Addr(), "show", "search")
+	require.Equal(t, 0, r.code, "show: %s", r.stderr)
+	assert.Regexp(t, `(?m)^counts +\d+ consecutive failures, from 2 processes$`, r.stdout)
 }
