@@ -372,9 +372,13 @@ func (m *Manager) Done() <-chan struct{} { return m.done }
 // notify hands a transition made on a caller's goroutine to the manager.
 func (m *Manager) notify(b *Breaker, s machine.Step) { m.send(note{b: b, step: s}) }
 
+// send hands n to the loop, unless the manager stops first: its loop has
+// returned, or is stopping the store goroutines, one of which may be the
+// sender (a resync's report of a window's successes can trip a breaker).
 func (m *Manager) send(n note) {
 	select {
 	case m.notes <- n:
 	case <-m.done:
+	case <-m.stores.ctx.Done():
 	}
 }
