@@ -219,6 +219,10 @@ func (w *Watch) Close() {
 	})
 }
 
+// subscriber is one subscription. Its channel is closed by whoever ends
+// it first, under its lock, which the loop also holds while it offers an
+// event: so ending a subscription never waits for the loop, however busy
+// it is, and the loop never sends on a closed channel.
 type subscriber struct {
 	ch      chan Event
 	names   map[string]struct{} // nil: every breaker
@@ -226,7 +230,36 @@ type subscriber struct {
 	// missed counts, per breaker, the events dropped since its last one
 	// delivered; owned by the loop.
 	missed map[*Breaker]uint64
-	ended  chan struct{} // closed by the loop once ch is closed
+
+	mu     sync.Mutex
+	closed bool // ch is closed: the subscription ended
+}
+
+// end ends the subscription: it closes the channel, unless it is closed
+// already.
+func (s *subscriber) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
+	}
+}
+
+// offer hands e to the subscriber without waiting. It reports whether e
+// was delivered, and whether the subscription has ended.
+func (s *subscriber) offer(e Event) (sent, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, true
+	}
+	select {
+	case s.ch <- e:
+		return true, false
+	default:
+		return false, false
+	}
 }
 
 type subscribeReq struct {
@@ -264,7 +297,7 @@ func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
 	case buffer < 1:
 		buffer = DefaultSubscribeBuffer
 	}
-	sub := &subscriber{ch: make(chan Event, buffer), ended: make(chan struct{})}
+	sub := &subscriber{ch: make(chan Event, buffer)}
 	if len(opts.Names) > 0 {
 		sub.names = make(map[string]struct{}, len(opts.Names))
 		for _, n := range opts.Names {
@@ -276,27 +309,15 @@ func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
 	case m.subscribec <- req:
 		<-req.reply
 	case <-m.done:
-		close(sub.ch)
-		close(sub.ended)
+		sub.end()
 	}
 	return sub, nil
 }
 
-// unsubscribeSub ends sub and returns once its channel is closed, so that
-// a caller may rely on it.
-func (m *Manager) unsubscribeSub(sub *subscriber) {
-	select {
-	case m.unsubscribec <- sub:
-	case <-m.done:
-		return
-	case <-sub.ended:
-		return
-	}
-	select {
-	case <-sub.ended:
-	case <-m.done:
-	}
-}
+// unsubscribeSub ends sub: its channel is closed when it returns. It does
+// not wait for the loop, which drops the subscriber the next time it
+// publishes.
+func (m *Manager) unsubscribeSub(sub *subscriber) { sub.end() }
 
 // emitKind publishes step s of b as an event of kind k. An event that is not
 // a transition has a zero Transition.
@@ -315,9 +336,11 @@ func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind) {
 // without waiting: a full buffer drops the event for that subscriber and
 // counts it.
 func (m *Manager) publish(b *Breaker, ev Event) {
+	kept := m.subs[:0]
 	for _, sub := range m.subs {
 		if sub.names != nil {
 			if _, ok := sub.names[ev.Name]; !ok {
+				kept = append(kept, sub)
 				continue
 			}
 		}
@@ -325,8 +348,11 @@ func (m *Manager) publish(b *Breaker, ev Event) {
 		if len(sub.missed) > 0 {
 			e.Missed = sub.missed[b]
 		}
-		select {
-		case sub.ch <- e:
+		sent, ended := sub.offer(e)
+		switch {
+		case ended:
+			continue // unsubscribed: dropped from the list
+		case sent:
 			if e.Missed > 0 {
 				delete(sub.missed, b)
 			}
@@ -343,21 +369,13 @@ func (m *Manager) publish(b *Breaker, ev Event) {
 			// is counted in Dropped but cannot be reported later.
 			delete(sub.missed, b)
 		}
+		kept = append(kept, sub)
 	}
+	clear(m.subs[len(kept):])
+	m.subs = kept
 }
 
 func (m *Manager) subscribe(req subscribeReq) {
 	m.subs = append(m.subs, req.sub)
 	close(req.reply)
-}
-
-func (m *Manager) unsubscribe(sub *subscriber) {
-	for i, s := range m.subs {
-		if s == sub {
-			m.subs = append(m.subs[:i], m.subs[i+1:]...)
-			close(sub.ch)
-			close(sub.ended)
-			return
-		}
-	}
 }

@@ -47,8 +47,6 @@ func (m *Manager) run() {
 		case synced = <-m.syncc:
 		case req := <-m.subscribec:
 			m.subscribe(req)
-		case sub := <-m.unsubscribec:
-			m.unsubscribe(sub)
 		case req := <-m.removec:
 			m.remove(req)
 		case req := <-m.reconfigurec:
@@ -79,8 +77,6 @@ func (m *Manager) run() {
 // for more than one round of the loop.
 func (m *Manager) control() bool {
 	select {
-	case sub := <-m.unsubscribec:
-		m.unsubscribe(sub)
 	case req := <-m.subscribec:
 		m.subscribe(req)
 	case req := <-m.removec:
@@ -268,8 +264,7 @@ func (m *Manager) shutdown() {
 		b.mach.Halt()
 	}
 	for _, sub := range m.subs {
-		close(sub.ch)
-		close(sub.ended)
+		sub.end()
 	}
 	m.subs = nil
 	m.stopTimer()

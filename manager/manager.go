@@ -124,7 +124,6 @@ type Manager struct {
 	registerc    chan registerReq
 	syncc        chan chan struct{}
 	subscribec   chan subscribeReq
-	unsubscribec chan *subscriber
 	removec      chan removeReq
 	reconfigurec chan reconfigureReq
 	quit         chan struct{} // closed by Stop
@@ -179,7 +178,6 @@ func newManager(opts Options) *Manager {
 		registerc:     make(chan registerReq),
 		syncc:         make(chan chan struct{}),
 		subscribec:    make(chan subscribeReq),
-		unsubscribec:  make(chan *subscriber),
 		removec:       make(chan removeReq),
 		reconfigurec:  make(chan reconfigureReq),
 		quit:          make(chan struct{}),

@@ -443,6 +443,12 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		s.Processes = 0
 		return // a consecutive success's reply says nothing more
 	}
+	if s.Down {
+		// The store answered this one, and has failed another since:
+		// the fallback decides, as for an outcome while it is away.
+		a.Trip = s.Fallback == store.FallbackLocal && m.LocalTrip
+		return
+	}
 	if s.Policy.Quorum > 1 {
 		s.Processes = m.Verdict.Processes
 	}
@@ -602,6 +608,16 @@ func (s *State) applied(m Applied, a *Actions) {
 		s.Alone = false
 	}
 	if s.Down {
+		// A trip decided before the store went away and applied after
+		// it: the fallback has the last word.
+		if m.Transition == (breaker.Transition{From: breaker.Closed, To: breaker.Open}) && m.Cause != breaker.CauseForceOpen {
+			switch s.Fallback {
+			case store.FailOpen:
+				a.Move = &Move{Gen: m.Gen, State: breaker.Closed}
+			case store.FailClosed:
+				a.Clear = m.Gen
+			}
+		}
 		return
 	}
 	switch m.Transition {
