@@ -5,11 +5,9 @@ go 1.26.0
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/failsafe-go/failsafe-go v0.9.8
-	github.com/fusebox-go/fusebox v0.0.0-00010101000000-000000000000
+	github.com/fusebox-go/fusebox v0.1.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/goleak v1.3.0
 )
 
 require github.com/bits-and-blooms/bitset v1.24.4 // indirect
-
-replace github.com/fusebox-go/fusebox => ..

@@ -4,10 +4,10 @@ go 1.26.0
 
 require (
 	github.com/benbjohnson/clock v1.3.5
-	github.com/fusebox-go/fusebox v0.0.0-00010101000000-000000000000
-	github.com/fusebox-go/fusebox/grpcbreaker v0.0.0-00010101000000-000000000000
-	github.com/fusebox-go/fusebox/replicate/boltstore v0.0.0-00010101000000-000000000000
-	github.com/fusebox-go/fusebox/store/redisstore v0.0.0-00010101000000-000000000000
+	github.com/fusebox-go/fusebox v0.1.0
+	github.com/fusebox-go/fusebox/grpcbreaker v0.1.0
+	github.com/fusebox-go/fusebox/replicate/boltstore v0.1.0
+	github.com/fusebox-go/fusebox/store/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -25,11 +25,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
-
-replace github.com/fusebox-go/fusebox => ..
-
-replace github.com/fusebox-go/fusebox/store/redisstore => ../store/redisstore
-
-replace github.com/fusebox-go/fusebox/replicate/boltstore => ../replicate/boltstore
-
-replace github.com/fusebox-go/fusebox/grpcbreaker => ../grpcbreaker

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/benbjohnson/clock v1.3.5
-	github.com/fusebox-go/fusebox v0.0.0-00010101000000-000000000000
+	github.com/fusebox-go/fusebox v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
@@ -18,5 +18,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
-
-replace github.com/fusebox-go/fusebox => ..

@@ -3,7 +3,7 @@ module github.com/fusebox-go/fusebox/store/redisstore
 go 1.26.0
 
 require (
-	github.com/fusebox-go/fusebox v0.0.0-00010101000000-000000000000
+	github.com/fusebox-go/fusebox v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -16,5 +16,3 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/fusebox-go/fusebox => ../..
