@@ -1,6 +1,6 @@
 module github.com/fusebox-go/fusebox/bench
 
-go 1.26.0
+go 1.24
 
 require (
 	github.com/benbjohnson/clock v1.3.5
