@@ -37,7 +37,7 @@
 //	gone     [id, ...]: breakers removed
 //	b        records, one per breaker: [id, state, since, until, flags, calls,
 //	         successes, failures, ignored, declined, stale, dropped_events,
-//	         missed_transitions, slow_calls, calls per 100 s over the last minute,
+//	         missed_transitions, slow_calls, calls (declined ones included) per 100 s over the last minute,
 //	         failures per thousand over the last minute, transitions]
 //
 // state is 0 closed, 1 open, 2 half_open, 3 probing; until is null when

@@ -41,7 +41,10 @@ type BreakerStatus struct {
 	// StoreDown is set while a shared breaker cannot reach its store.
 	StoreDown bool `json:"store_down,omitempty"`
 
-	// The counters of manager.Stats. Like every field below, a zero is
+	// The counters of manager.Stats. Calls, as everywhere in fusebox
+	// (the metrics' calls_total too), is every call that asked for a
+	// permit and finished: the released ones (Successes, Failures,
+	// Ignored) and the Declined ones. Like every field below, a zero is
 	// left out of the JSON, so that a status of 10,000 quiet breakers
 	// stays small.
 	Calls         uint64 `json:"calls,omitempty"`
@@ -53,9 +56,10 @@ type BreakerStatus struct {
 	SlowCalls     uint64 `json:"slow_calls,omitempty"`
 	DroppedEvents uint64 `json:"dropped_events,omitempty"`
 
-	// CallRate is the calls per second over about the last minute, and
-	// FailureRate the share of failures among the calls with an outcome
-	// (successes and failures) over the same time. The handler samples
+	// CallRate is the calls per second (of Calls, declined ones
+	// included) over about the last minute, and FailureRate the share of
+	// failures among the calls with an outcome (successes and failures)
+	// over the same time. The handler samples
 	// the counters every Options.Refresh (at most every 5 seconds), so
 	// both are zero until it has two samples.
 	CallRate    float64 `json:"call_rate,omitempty"`

@@ -57,6 +57,7 @@ func TestPrometheusExporterNames(t *testing.T) {
 		"fusebox_breaker_failure_rate",
 		"fusebox_breaker_forced_open",
 		"fusebox_breaker_missed_transitions_total",
+		"fusebox_breaker_released_calls_total",
 		"fusebox_breaker_slow_calls_total",
 		"fusebox_breaker_stale_releases_total",
 		"fusebox_breaker_state",

@@ -23,7 +23,8 @@
 //	fusebox.breaker.forced_open         gauge: 1 while forced open by hand (fusebox_breaker_forced_open)
 //	fusebox.breaker.failure_rate        gauge: failures/calls in the strategy's window, windowed strategies only (fusebox_breaker_failure_rate)
 //	fusebox.breaker.store_down          gauge: 1 while a shared breaker cannot reach its store, shared breakers only (fusebox_breaker_store_down)
-//	fusebox.breaker.calls               counter {call}, attribute outcome: released calls (fusebox_breaker_calls_total)
+//	fusebox.breaker.calls               counter {call}: calls that asked for a permit and finished, declined ones included, manager.Stats.Calls (fusebox_breaker_calls_total)
+//	fusebox.breaker.released_calls      counter {call}, attribute outcome: calls let through and released, by outcome (fusebox_breaker_released_calls_total)
 //	fusebox.breaker.declined_calls      counter {call}: calls declined by an open or probing breaker (fusebox_breaker_declined_calls_total)
 //	fusebox.breaker.slow_calls          counter {call}: calls that took at least Config.SlowCall, counted as failures (fusebox_breaker_slow_calls_total)
 //	fusebox.breaker.stale_releases      counter {release}: releases of permits from an earlier state (fusebox_breaker_stale_releases_total)
@@ -38,7 +39,8 @@
 // no counterpart here: the OpenTelemetry API has no asynchronous histogram.
 //
 // Counters are cumulative. The call counters are the manager's own and
-// count from the breaker's registration; the transition counters count
+// count from the breaker's registration: calls is released_calls, over its
+// outcomes, plus declined_calls, as manager.Stats.Calls is; the transition counters count
 // from Register. A transition lost because the adapter's event buffer was
 // full is reported by the manager with the breaker's next event, and
 // counted in missed_transitions. A breaker removed from the manager is
@@ -122,9 +124,9 @@ type Registration struct {
 	once  sync.Once
 	err   error
 
-	state, forced, storeDown, halted                                        metric.Int64ObservableGauge
-	rate                                                                    metric.Float64ObservableGauge
-	calls, declined, stale, slow, dropped, transitions, missed, storeErrors metric.Int64ObservableCounter
+	state, forced, storeDown, halted                                                  metric.Int64ObservableGauge
+	rate                                                                              metric.Float64ObservableGauge
+	calls, released, declined, stale, slow, dropped, transitions, missed, storeErrors metric.Int64ObservableCounter
 }
 
 // Register creates the instruments on a meter of opts.MeterProvider and
@@ -175,7 +177,8 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	r.halted, err = meter.Int64ObservableGauge(prefix+".manager.halted",
 		metric.WithDescription("1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call."))
 	check(prefix+".manager.halted", err)
-	r.calls = counter("calls", "{call}", "Calls released through the breaker, by outcome.")
+	r.calls = counter("calls", "{call}", "Calls that asked the breaker for a permit and finished: released ones of every outcome, and declined ones.")
+	r.released = counter("released_calls", "{call}", "Calls the breaker let through and that were released, by outcome.")
 	r.declined = counter("declined_calls", "{call}", "Calls declined by the breaker while open or probing.")
 	r.stale = counter("stale_releases", "{release}", "Releases of permits granted before the breaker last changed state; they changed nothing.")
 	r.slow = counter("slow_calls", "{call}", "Calls that took at least the breaker's Config.SlowCall and so counted as failures.")
@@ -192,7 +195,7 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	}
 	r.tally = t
 	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.storeDown, r.halted, r.rate,
-		r.calls, r.declined, r.stale, r.slow, r.dropped, r.transitions, r.missed, r.storeErrors)
+		r.calls, r.released, r.declined, r.stale, r.slow, r.dropped, r.transitions, r.missed, r.storeErrors)
 	if err != nil {
 		r.tally.Close()
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: callback: %w", err)
@@ -225,9 +228,10 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(r.state, boolValue(st.State == s), with(attribute.String("state", s.String())))
 		}
 		o.ObserveInt64(r.forced, boolValue(st.Forced), plain)
-		o.ObserveInt64(r.calls, int64(st.Successes), with(attribute.String("outcome", "success")))
-		o.ObserveInt64(r.calls, int64(st.Failures), with(attribute.String("outcome", "failure")))
-		o.ObserveInt64(r.calls, int64(st.Ignored), with(attribute.String("outcome", "ignore")))
+		o.ObserveInt64(r.calls, int64(st.Calls), plain)
+		o.ObserveInt64(r.released, int64(st.Successes), with(attribute.String("outcome", "success")))
+		o.ObserveInt64(r.released, int64(st.Failures), with(attribute.String("outcome", "failure")))
+		o.ObserveInt64(r.released, int64(st.Ignored), with(attribute.String("outcome", "ignore")))
 		o.ObserveInt64(r.declined, int64(st.Declined), plain)
 		o.ObserveInt64(r.stale, int64(st.Stale), plain)
 		o.ObserveInt64(r.slow, int64(st.SlowCalls), plain)

@@ -161,20 +161,22 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 		"fusebox.breaker.forced_open{breaker=payments}":           1,
 		"fusebox.breaker.forced_open{breaker=search}":             0,
 
-		"fusebox.breaker.calls{breaker=payments,outcome=success}": 5,
-		"fusebox.breaker.calls{breaker=payments,outcome=failure}": 3,
-		"fusebox.breaker.calls{breaker=payments,outcome=ignore}":  1,
-		"fusebox.breaker.calls{breaker=search,outcome=success}":   0,
-		"fusebox.breaker.calls{breaker=search,outcome=failure}":   0,
-		"fusebox.breaker.calls{breaker=search,outcome=ignore}":    0,
-		"fusebox.breaker.declined_calls{breaker=payments}":        4,
-		"fusebox.breaker.declined_calls{breaker=search}":          0,
-		"fusebox.breaker.stale_releases{breaker=payments}":        1,
-		"fusebox.breaker.stale_releases{breaker=search}":          0,
-		"fusebox.breaker.slow_calls{breaker=payments}":            0,
-		"fusebox.breaker.slow_calls{breaker=search}":              0,
-		"fusebox.breaker.dropped_events{breaker=payments}":        0,
-		"fusebox.breaker.dropped_events{breaker=search}":          0,
+		"fusebox.breaker.calls{breaker=payments}":                          13,
+		"fusebox.breaker.calls{breaker=search}":                            0,
+		"fusebox.breaker.released_calls{breaker=payments,outcome=success}": 5,
+		"fusebox.breaker.released_calls{breaker=payments,outcome=failure}": 3,
+		"fusebox.breaker.released_calls{breaker=payments,outcome=ignore}":  1,
+		"fusebox.breaker.released_calls{breaker=search,outcome=success}":   0,
+		"fusebox.breaker.released_calls{breaker=search,outcome=failure}":   0,
+		"fusebox.breaker.released_calls{breaker=search,outcome=ignore}":    0,
+		"fusebox.breaker.declined_calls{breaker=payments}":                 4,
+		"fusebox.breaker.declined_calls{breaker=search}":                   0,
+		"fusebox.breaker.stale_releases{breaker=payments}":                 1,
+		"fusebox.breaker.stale_releases{breaker=search}":                   0,
+		"fusebox.breaker.slow_calls{breaker=payments}":                     0,
+		"fusebox.breaker.slow_calls{breaker=search}":                       0,
+		"fusebox.breaker.dropped_events{breaker=payments}":                 0,
+		"fusebox.breaker.dropped_events{breaker=search}":                   0,
 
 		"fusebox.breaker.missed_transitions{breaker=payments}": 0,
 		"fusebox.breaker.missed_transitions{breaker=search}":   0,
@@ -209,7 +211,8 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 	require.NoError(t, b.Do(ctx, succeed))
 	f.m.Sync()
 	got := f.collect(t)
-	assert.Equal(t, int64(6), got["fusebox.breaker.calls{breaker=payments,outcome=success}"])
+	assert.Equal(t, int64(6), got["fusebox.breaker.released_calls{breaker=payments,outcome=success}"])
+	assert.Equal(t, int64(14), got["fusebox.breaker.calls{breaker=payments}"], "calls are Stats.Calls, declined ones included")
 	assert.Equal(t, int64(1), got["fusebox.breaker.transitions{breaker=payments,from=open,to=closed}"])
 	assert.Equal(t, int64(1), got["fusebox.breaker.state{breaker=payments,state=closed}"])
 }

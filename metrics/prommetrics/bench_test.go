@@ -45,7 +45,7 @@ func BenchmarkCall(b *testing.B) {
 // scrapeFleet registers n breakers with a failure-rate window, each with a
 // few calls and two transitions, and returns a registry holding a
 // collector of them and one holding plain client_golang vectors set to the
-// same series (26 a breaker), as a program would keep them by hand.
+// same series (27 a breaker), as a program would keep them by hand.
 func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 	tb.Helper()
 	m := manager.Start(manager.Options{Clock: clock.NewMock()})
@@ -83,7 +83,8 @@ func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 		return v
 	}
 	state, forced, rate := gauge("state", "state"), gauge("forced_open"), gauge("failure_rate")
-	calls, declined, stale, slow := counter("calls_total", "outcome"), counter("declined_calls_total"), counter("stale_releases_total"), counter("slow_calls_total")
+	calls, released := counter("calls_total"), counter("released_calls_total", "outcome")
+	declined, stale, slow := counter("declined_calls_total"), counter("stale_releases_total"), counter("slow_calls_total")
 	dropped, missed, trans := counter("dropped_events_total"), counter("missed_transitions_total"), counter("transitions_total", "from", "to")
 	states := []string{"closed", "open", "half_open", "probing"}
 	for _, b := range m.Breakers() {
@@ -98,9 +99,10 @@ func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 		}
 		forced.WithLabelValues(name).Set(0)
 		rate.WithLabelValues(name).Set(0)
-		calls.WithLabelValues(name, "success").Add(float64(st.Successes))
-		calls.WithLabelValues(name, "failure").Add(float64(st.Failures))
-		calls.WithLabelValues(name, "ignore").Add(float64(st.Ignored))
+		calls.WithLabelValues(name).Add(float64(st.Calls))
+		released.WithLabelValues(name, "success").Add(float64(st.Successes))
+		released.WithLabelValues(name, "failure").Add(float64(st.Failures))
+		released.WithLabelValues(name, "ignore").Add(float64(st.Ignored))
 		declined.WithLabelValues(name).Add(0)
 		stale.WithLabelValues(name).Add(0)
 		slow.WithLabelValues(name).Add(0)

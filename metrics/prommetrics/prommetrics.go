@@ -18,7 +18,8 @@
 //	fusebox_breaker_state{breaker, state}                gauge: 1 for the current state, 0 for the other three
 //	fusebox_breaker_forced_open{breaker}                 gauge: 1 while forced open by hand
 //	fusebox_breaker_failure_rate{breaker}                gauge: failures/calls in the strategy's window (FailureRate, TimeWindow only)
-//	fusebox_breaker_calls_total{breaker, outcome}        counter: released calls by outcome (success, failure, ignore)
+//	fusebox_breaker_calls_total{breaker}                 counter: calls that asked for a permit and finished, declined ones included (manager.Stats.Calls)
+//	fusebox_breaker_released_calls_total{breaker, outcome} counter: calls let through and released, by outcome (success, failure, ignore)
 //	fusebox_breaker_declined_calls_total{breaker}        counter: calls declined by an open or probing breaker
 //	fusebox_breaker_slow_calls_total{breaker}            counter: calls that took at least Config.SlowCall, counted as failures
 //	fusebox_breaker_stale_releases_total{breaker}        counter: releases of permits from an earlier state
@@ -31,7 +32,9 @@
 //	fusebox_manager_halted                               gauge: 1 once the manager has stopped (halted after a burst of restarts, or Stop)
 //
 // The call counters are the manager's own and count from the breaker's
-// registration. The transition counters count from the collector's
+// registration. A call is counted once it has finished, whatever became of
+// it: calls_total is released_calls_total, over its outcomes, plus
+// declined_calls_total, as manager.Stats.Calls is. The transition counters count from the collector's
 // creation; every from/to pair of a breaker is exported, at zero until it
 // happens, so that increase() sees a breaker's first trip. Transitions lost
 // because the collector's event buffer was full are reported by the
@@ -88,18 +91,19 @@ type Options struct {
 const (
 	sState     = 0 // four: one per state
 	sForced    = 4
-	sCalls     = 5 // three: success, failure, ignore
-	sDeclined  = 8
-	sStale     = 9
-	sDropped   = 10
-	sMissed    = 11
-	sTrans     = 12 // twelve: every from != to
-	sRate      = 24
-	sStoreDown = 25
-	sStoreErrs = 26
-	sDuration  = 27
-	sSlow      = 28
-	nSeries    = 29
+	sCalls     = 5
+	sReleased  = 6 // three: success, failure, ignore
+	sDeclined  = 9
+	sStale     = 10
+	sDropped   = 11
+	sMissed    = 12
+	sTrans     = 13 // twelve: every from != to
+	sRate      = 25
+	sStoreDown = 26
+	sStoreErrs = 27
+	sDuration  = 28
+	sSlow      = 29
+	nSeries    = 30
 )
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
@@ -179,7 +183,8 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 	}
 	fill(sState, 4, desc("state", "Whether the breaker is in the state: 1 for its current state, 0 for the others.", "state"))
 	fill(sForced, 1, desc("forced_open", "1 while the breaker is forced open by hand, 0 otherwise."))
-	fill(sCalls, 3, desc("calls_total", "Calls released through the breaker, by outcome.", "outcome"))
+	fill(sCalls, 1, desc("calls_total", "Calls that asked the breaker for a permit and finished: released ones of every outcome, and declined ones."))
+	fill(sReleased, 3, desc("released_calls_total", "Calls the breaker let through and that were released, by outcome.", "outcome"))
 	fill(sDeclined, 1, desc("declined_calls_total", "Calls declined by the breaker while open or probing."))
 	fill(sStale, 1, desc("stale_releases_total", "Releases of permits granted before the breaker last changed state; they changed nothing."))
 	fill(sDropped, 1, desc("dropped_events_total", "The breaker's events that a subscriber of the manager lost because its buffer was full."))
@@ -259,7 +264,7 @@ func newLabelSet(name string, consts []*dto.LabelPair) *labelSet {
 		ls.pairs[sState+i] = mk(pair("state", s.String()))
 	}
 	for i, o := range outcomes {
-		ls.pairs[sCalls+i] = mk(pair("outcome", o))
+		ls.pairs[sReleased+i] = mk(pair("outcome", o))
 	}
 	for i, tr := range transitions {
 		ls.pairs[sTrans+i] = mk(pair("from", tr.From.String()), pair("to", tr.To.String()))
@@ -367,9 +372,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			set(sState+i, boolValue(st.State == s), false)
 		}
 		set(sForced, boolValue(st.Forced), false)
-		set(sCalls, float64(st.Successes), true)
-		set(sCalls+1, float64(st.Failures), true)
-		set(sCalls+2, float64(st.Ignored), true)
+		set(sCalls, float64(st.Calls), true)
+		set(sReleased, float64(st.Successes), true)
+		set(sReleased+1, float64(st.Failures), true)
+		set(sReleased+2, float64(st.Ignored), true)
 		set(sDeclined, float64(st.Declined), true)
 		set(sStale, float64(st.Stale), true)
 		set(sSlow, float64(st.SlowCalls), true)

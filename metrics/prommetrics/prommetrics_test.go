@@ -95,14 +95,10 @@ func TestCollectorAfterScriptedCalls(t *testing.T) {
 	m.Sync()
 
 	want := `
-# HELP fusebox_breaker_calls_total Calls released through the breaker, by outcome.
+# HELP fusebox_breaker_calls_total Calls that asked the breaker for a permit and finished: released ones of every outcome, and declined ones.
 # TYPE fusebox_breaker_calls_total counter
-fusebox_breaker_calls_total{breaker="payments",outcome="failure"} 3
-fusebox_breaker_calls_total{breaker="payments",outcome="ignore"} 1
-fusebox_breaker_calls_total{breaker="payments",outcome="success"} 5
-fusebox_breaker_calls_total{breaker="search",outcome="failure"} 0
-fusebox_breaker_calls_total{breaker="search",outcome="ignore"} 0
-fusebox_breaker_calls_total{breaker="search",outcome="success"} 0
+fusebox_breaker_calls_total{breaker="payments"} 13
+fusebox_breaker_calls_total{breaker="search"} 0
 # HELP fusebox_breaker_declined_calls_total Calls declined by the breaker while open or probing.
 # TYPE fusebox_breaker_declined_calls_total counter
 fusebox_breaker_declined_calls_total{breaker="payments"} 4
@@ -119,6 +115,14 @@ fusebox_breaker_forced_open{breaker="search"} 0
 # TYPE fusebox_breaker_missed_transitions_total counter
 fusebox_breaker_missed_transitions_total{breaker="payments"} 0
 fusebox_breaker_missed_transitions_total{breaker="search"} 0
+# HELP fusebox_breaker_released_calls_total Calls the breaker let through and that were released, by outcome.
+# TYPE fusebox_breaker_released_calls_total counter
+fusebox_breaker_released_calls_total{breaker="payments",outcome="failure"} 3
+fusebox_breaker_released_calls_total{breaker="payments",outcome="ignore"} 1
+fusebox_breaker_released_calls_total{breaker="payments",outcome="success"} 5
+fusebox_breaker_released_calls_total{breaker="search",outcome="failure"} 0
+fusebox_breaker_released_calls_total{breaker="search",outcome="ignore"} 0
+fusebox_breaker_released_calls_total{breaker="search",outcome="success"} 0
 # HELP fusebox_breaker_slow_calls_total Calls that took at least the breaker's Config.SlowCall and so counted as failures.
 # TYPE fusebox_breaker_slow_calls_total counter
 fusebox_breaker_slow_calls_total{breaker="payments"} 0
