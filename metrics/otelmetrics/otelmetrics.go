@@ -29,7 +29,7 @@
 //	fusebox.breaker.slow_calls          counter {call}: calls that took at least Config.SlowCall, counted as failures (fusebox_breaker_slow_calls_total)
 //	fusebox.breaker.stale_releases      counter {release}: releases of permits from an earlier state (fusebox_breaker_stale_releases_total)
 //	fusebox.breaker.dropped_events      counter {event}: events any subscriber lost to a full buffer (fusebox_breaker_dropped_events_total)
-//	fusebox.breaker.transitions         counter {transition}, attributes from and to: every pair of states, from zero (fusebox_breaker_transitions_total)
+//	fusebox.breaker.transitions         counter {transition}, attributes from and to: from zero for every pair the breaker can make (fusebox_breaker_transitions_total)
 //	fusebox.breaker.missed_transitions  counter {transition}: transitions lost to this adapter's full buffer (fusebox_breaker_missed_transitions_total)
 //	fusebox.breaker.store_errors        counter {error}: failed store calls, shared breakers only (fusebox_breaker_store_errors_total)
 //	fusebox.manager.halted              gauge: 1 once the manager has stopped (fusebox_manager_halted)
@@ -41,7 +41,12 @@
 // Counters are cumulative. The call counters are the manager's own and
 // count from the breaker's registration: calls is released_calls, over its
 // outcomes, plus declined_calls, as manager.Stats.Calls is; the transition counters count
-// from Register. A transition lost because the adapter's event buffer was
+// from Register, from zero for every pair of states the breaker can make:
+// nine for a breaker kept in its process (a closed breaker never becomes
+// half_open or probing, nor an open one probing, without an open period's
+// end between them), all twelve for a shared one, which also follows the
+// fleet's state; a pair outside that set that happens anyway is reported
+// from then on. A transition lost because the adapter's event buffer was
 // full is reported by the manager with the breaker's next event, and
 // counted in missed_transitions. A breaker removed from the manager is
 // reported no more.
@@ -206,6 +211,17 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
 
+// localCan marks the pairs of tally.Shared (every pair of different
+// states) that a breaker kept in its process can make (tally.Local).
+var localCan = func() (can [12]bool) {
+	for i, tr := range tally.Shared {
+		for _, l := range tally.Local {
+			can[i] = can[i] || tr == l
+		}
+	}
+	return can
+}()
+
 // observe is the meter's callback: one measurement per breaker and
 // attribute set.
 func (r *Registration) observe(_ context.Context, o metric.Observer) error {
@@ -237,12 +253,10 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(r.slow, int64(st.SlowCalls), plain)
 		o.ObserveInt64(r.dropped, int64(st.DroppedEvents), plain)
 		n := r.tally.Get(st.Name)
-		for _, from := range states {
-			for _, to := range states {
-				if from != to {
-					o.ObserveInt64(r.transitions, int64(n.Transitions[from][to]),
-						with(attribute.String("from", from.String()), attribute.String("to", to.String())))
-				}
+		for i, tr := range tally.Shared {
+			if c := n.Of(tr); c > 0 || st.Shared || localCan[i] {
+				o.ObserveInt64(r.transitions, int64(c),
+					with(attribute.String("from", tr.From.String()), attribute.String("to", tr.To.String())))
 			}
 		}
 		o.ObserveInt64(r.missed, int64(n.Missed), plain)

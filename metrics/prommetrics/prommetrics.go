@@ -24,7 +24,7 @@
 //	fusebox_breaker_slow_calls_total{breaker}            counter: calls that took at least Config.SlowCall, counted as failures
 //	fusebox_breaker_stale_releases_total{breaker}        counter: releases of permits from an earlier state
 //	fusebox_breaker_dropped_events_total{breaker}        counter: events any subscriber lost to a full buffer
-//	fusebox_breaker_transitions_total{breaker, from, to} counter: transitions seen by this collector, every pair of states from zero
+//	fusebox_breaker_transitions_total{breaker, from, to} counter: transitions seen by this collector, from zero for every pair the breaker can make
 //	fusebox_breaker_missed_transitions_total{breaker}    counter: transitions this collector lost to a full buffer
 //	fusebox_breaker_call_duration_seconds{breaker}       histogram: durations of released calls (manager.Config.TimeCalls only)
 //	fusebox_breaker_store_down{breaker}                  gauge: 1 while a shared breaker cannot reach its store (shared breakers only)
@@ -34,16 +34,23 @@
 // The call counters are the manager's own and count from the breaker's
 // registration. A call is counted once it has finished, whatever became of
 // it: calls_total is released_calls_total, over its outcomes, plus
-// declined_calls_total, as manager.Stats.Calls is. The transition counters count from the collector's
-// creation; every from/to pair of a breaker is exported, at zero until it
-// happens, so that increase() sees a breaker's first trip. Transitions lost
-// because the collector's event buffer was full are reported by the
-// manager with the breaker's next event, and counted in
-// missed_transitions: once that has happened, transitions_total plus
-// missed_transitions is every transition since the collector was created.
-// dropped_events_total is the manager's count over all its subscribers,
-// and grows at once. A breaker removed from the manager (Manager.Remove)
-// disappears from the next scrape with all its series.
+// declined_calls_total, as manager.Stats.Calls is.
+//
+// The transition counters count from the collector's creation. Every
+// from/to pair a breaker can make is exported, at zero until it happens,
+// so that increase() sees a breaker's first trip: for a breaker kept in its
+// process, the nine a local state machine makes (a closed breaker never
+// becomes half_open or probing, nor an open one probing, without an open
+// period's end between them); for a shared one, which also follows the
+// fleet's state, all twelve. A pair outside that set that happens anyway
+// is exported from then on. Transitions lost because the collector's event
+// buffer was full are reported by the manager with the breaker's next
+// event, and counted in missed_transitions: once that has happened,
+// transitions_total plus missed_transitions is every transition since the
+// collector was created. dropped_events_total is the manager's count over
+// all its subscribers, and grows at once. A breaker removed from the
+// manager (Manager.Remove) disappears from the next scrape with all its
+// series.
 //
 // A scrape writes each value straight into the registry's metric, with
 // label pairs built once per breaker: it allocates about as much as plain
@@ -97,7 +104,7 @@ const (
 	sStale     = 10
 	sDropped   = 11
 	sMissed    = 12
-	sTrans     = 13 // twelve: every from != to
+	sTrans     = 13 // twelve: every from != to; Collect skips those a breaker cannot make
 	sRate      = 25
 	sStoreDown = 26
 	sStoreErrs = 27
@@ -109,18 +116,19 @@ const (
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
 
 // transitions are every pair of different states, in the order of the
-// transition series.
-var transitions = func() []breaker.Transition {
-	var out []breaker.Transition
-	for _, from := range states {
-		for _, to := range states {
-			if from != to {
-				out = append(out, breaker.Transition{From: from, To: to})
+// transition series; localCan marks those a breaker kept in its process can
+// make (tally.Local).
+var (
+	transitions = tally.Shared
+	localCan    = func() (can [12]bool) {
+		for i, tr := range transitions {
+			for _, l := range tally.Local {
+				can[i] = can[i] || tr == l
 			}
 		}
-	}
-	return out
-}()
+		return can
+	}()
+)
 
 var outcomes = [...]string{"success", "failure", "ignore"}
 
@@ -382,7 +390,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		set(sDropped, float64(st.DroppedEvents), true)
 		set(sMissed, float64(n.Missed), true)
 		for i, tr := range transitions {
-			set(sTrans+i, float64(n.Of(tr)), true)
+			if c := n.Of(tr); c > 0 || st.Shared || localCan[i] {
+				set(sTrans+i, float64(c), true)
+			}
 		}
 		if st.Windowed {
 			rate := 0.0

@@ -165,22 +165,51 @@ func TestCollectorRemovedBreaker(t *testing.T) {
 		}
 		return n
 	}
-	require.Equal(t, 26, count("payments"), "every series of a breaker")
+	require.Equal(t, 23, count("payments"), "every series of a breaker")
 	require.True(t, m.Remove("payments"))
 	m.Sync()
 	assert.Zero(t, count("payments"), "after Remove")
-	assert.Equal(t, 26, count("other"))
+	assert.Equal(t, 23, count("other"))
 
 	_, err = m.Register("payments", manager.Config{})
 	require.NoError(t, err)
 	m.Sync()
 	got, err := testutil.GatherAndCount(reg, "fusebox_breaker_transitions_total")
 	require.NoError(t, err)
-	assert.Equal(t, 24, got)
+	assert.Equal(t, 18, got, "nine transitions for each of the two local breakers")
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP fusebox_breaker_forced_open 1 while the breaker is forced open by hand, 0 otherwise.
 # TYPE fusebox_breaker_forced_open gauge
 fusebox_breaker_forced_open{breaker="other"} 0
 fusebox_breaker_forced_open{breaker="payments"} 0
 `), "fusebox_breaker_forced_open"))
+}
+
+// A breaker kept in its process exports the nine transitions it can make,
+// from zero; a shared one, which follows the fleet's state too, all
+// twelve pairs of states.
+func TestTransitionSeries(t *testing.T) {
+	_, _, reg := richManager(t)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	pairs := map[string][]string{}
+	for _, f := range families {
+		if f.GetName() != "fusebox_breaker_transitions_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range mt.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			pairs[l["breaker"]] = append(pairs[l["breaker"]], l["from"]+"->"+l["to"])
+		}
+	}
+	local := []string{
+		"closed->open", "half_open->closed", "half_open->open", "half_open->probing",
+		"open->closed", "open->half_open", "probing->closed", "probing->half_open", "probing->open",
+	}
+	assert.ElementsMatch(t, local, pairs["plain"], "a local breaker")
+	assert.ElementsMatch(t, local, pairs["rated"], "a local breaker")
+	assert.ElementsMatch(t, append(local, "closed->half_open", "closed->probing", "open->probing"), pairs["shared"], "a shared breaker")
 }

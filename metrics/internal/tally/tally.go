@@ -17,6 +17,53 @@ import (
 	"github.com/fusebox-go/fusebox/manager"
 )
 
+// Local are the transitions a breaker whose state lives in its process can
+// make, in the order the adapters export them: the state diagram's (a
+// trip, an open period's end, a probe that starts, succeeds, fails, is
+// ignored or outlives its time) and what a ForceOpen (from half_open and
+// probing too) and a Reset or a supervisor's restart (to closed from each
+// other state) add. A closed breaker does not become half_open or probing,
+// nor an open one probing, without an open period's end between them.
+// TestLocalIsWhatTheMachineMakes derives the set from the state machine.
+var Local = []breaker.Transition{
+	{From: breaker.Closed, To: breaker.Open},
+	{From: breaker.Open, To: breaker.HalfOpen},
+	{From: breaker.Open, To: breaker.Closed},
+	{From: breaker.HalfOpen, To: breaker.Probing},
+	{From: breaker.HalfOpen, To: breaker.Open},
+	{From: breaker.HalfOpen, To: breaker.Closed},
+	{From: breaker.Probing, To: breaker.Closed},
+	{From: breaker.Probing, To: breaker.Open},
+	{From: breaker.Probing, To: breaker.HalfOpen},
+}
+
+// Shared are the transitions a breaker shared through a store can make:
+// every pair of different states, since it also follows the fleet's state
+// (a closed process hears of another's probe, an open one of a lease taken
+// elsewhere), in the order the adapters export them.
+var Shared = func() []breaker.Transition {
+	states := [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
+	var out []breaker.Transition
+	for _, from := range states {
+		for _, to := range states {
+			if from != to {
+				out = append(out, breaker.Transition{From: from, To: to})
+			}
+		}
+	}
+	return out
+}()
+
+// Possible returns the transitions a breaker can make, shared through a
+// store or not: the ones an adapter exports from zero. The caller must
+// not modify the slice.
+func Possible(shared bool) []breaker.Transition {
+	if shared {
+		return Shared
+	}
+	return Local
+}
+
 // DefaultBuffer is the subscription buffer used for a buffer below 1.
 const DefaultBuffer = 1024
 
