@@ -3,9 +3,12 @@ package guides_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fusebox-go/fusebox/manager"
 )
 
 // guides are the files whose Go code blocks must be found in code that
@@ -78,6 +81,25 @@ func TestSnippets(t *testing.T) {
 			if !found {
 				t.Errorf("%s: this block is in no compiled file:\n%s", guide, m[1])
 			}
+		}
+	}
+}
+
+// TestConfigTable checks that the table of docs/getting-started.md, which
+// says it lists every field of manager.Config, has a row for each.
+func TestConfigTable(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/getting-started.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	if !strings.Contains(text, "Every field of `manager.Config` may be left out:") {
+		t.Fatal("getting-started.md no longer introduces its table of manager.Config's fields")
+	}
+	typ := reflect.TypeFor[manager.Config]()
+	for i := range typ.NumField() {
+		if f := typ.Field(i); f.IsExported() && !strings.Contains(text, "\n| `"+f.Name+"` |") {
+			t.Errorf("getting-started.md's table of manager.Config has no row for %s", f.Name)
 		}
 	}
 }
