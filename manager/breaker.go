@@ -263,12 +263,15 @@ func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
 // and releases the permit with fn's error, which it returns. A declined call
 // returns the *breaker.OpenError without calling fn. If fn, or the
 // breaker's Classifier, panics, the call is released as a failure and the
-// panic goes on. A nil fn or a nil ctx is an error (errors.Is(err,
-// ErrNilFunc), errors.Is(err, ErrNilContext)) that asks for no permit and
-// counts neither for nor against the service.
+// panic goes on. A nil fn or a nil ctx is an error that names Do
+// (errors.Is(err, ErrNilFunc), errors.Is(err, ErrNilContext)), asks for no
+// permit and counts neither for nor against the service.
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
 	if fn == nil {
 		return b.misuse("Do", ErrNilFunc)
+	}
+	if ctx == nil {
+		return b.misuse("Do", ErrNilContext)
 	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
@@ -289,11 +292,15 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 
 // Call is Do for a function that returns a value: it returns fn's value and
 // error, or T's zero value and the *breaker.OpenError of a declined call.
-// A nil fn or a nil ctx is an error, as for Do.
+// A nil fn or a nil ctx is an error that names Call, as for Do.
 func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	if fn == nil {
 		var zero T
 		return zero, b.misuse("Call", ErrNilFunc)
+	}
+	if ctx == nil {
+		var zero T
+		return zero, b.misuse("Call", ErrNilContext)
 	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
@@ -361,9 +368,12 @@ func (b *Breaker) Reset() error {
 	return nil
 }
 
-// misuse is the error of a method of b called with an argument it refuses.
+// misuse is the error of a method of b called with an argument it refuses:
+// err, a sentinel, after the breaker and the method, without repeating the
+// "fusebox: " its message starts with ("fusebox: breaker "payments": Do:
+// nil context").
 func (b *Breaker) misuse(method string, err error) error {
-	return fmt.Errorf("fusebox: breaker %q: %s: %w", b.Name(), method, err)
+	return &prefixedError{prefix: fmt.Sprintf("fusebox: breaker %q: %s: ", b.Name(), method), err: err}
 }
 
 // haltedErr is what a call through a breaker out of service gets.

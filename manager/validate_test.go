@@ -157,25 +157,28 @@ func TestNilFuncAndContext(t *testing.T) {
 	var nilCtx context.Context
 
 	for _, c := range []struct {
-		what string
-		err  error
-		want error
+		what   string
+		err    error
+		want   error
+		method string // the method the error names
 	}{
-		{"Do(ctx, nil)", b.Do(context.Background(), nil), manager.ErrNilFunc},
+		{"Do(ctx, nil)", b.Do(context.Background(), nil), manager.ErrNilFunc, "Do"},
 		{"Call(ctx, b, nil)", func() error {
 			_, err := manager.Call[int](context.Background(), b, nil)
 			return err
-		}(), manager.ErrNilFunc},
-		{"Do(nil, fn)", b.Do(nilCtx, fn), manager.ErrNilContext},
+		}(), manager.ErrNilFunc, "Call"},
+		{"Do(nil, fn)", b.Do(nilCtx, fn), manager.ErrNilContext, "Do"},
 		{"Call(nil, b, fn)", func() error {
 			_, err := manager.Call(nilCtx, b, func(context.Context) (int, error) { called = true; return 0, errBoom })
 			return err
-		}(), manager.ErrNilContext},
-		{"Acquire(nil)", func() error { _, err := b.Acquire(nilCtx); return err }(), manager.ErrNilContext},
+		}(), manager.ErrNilContext, "Call"},
+		{"Acquire(nil)", func() error { _, err := b.Acquire(nilCtx); return err }(), manager.ErrNilContext, "Acquire"},
 	} {
 		assert.ErrorIs(t, c.err, c.want, c.what)
 		if c.err != nil {
 			assert.Contains(t, c.err.Error(), `"nils"`, "%s: the error names the breaker", c.what)
+			assert.Contains(t, c.err.Error(), ": "+c.method+": ", "%s: the error names the method called: %v", c.what, c.err)
+			assert.Equal(t, 1, strings.Count(c.err.Error(), "fusebox:"), "%s: one domain prefix: %v", c.what, c.err)
 		}
 	}
 	assert.False(t, called, "no function was called")
