@@ -99,20 +99,27 @@ func ExampleExponential_invalid() {
 	// recover.Exponential.Max must not be below Initial (1s), got 1ms
 }
 
-// A policy written as two functions: open periods and probe times that
-// double at every transition, starting at one second. The state is the
-// next duration.
+// A policy written as two functions: an open period that doubles every
+// time the breaker opens, starting at one second, and probes that may
+// always run one second. The state is the next open period; a probe's
+// timeout leaves it as it is.
 func ExampleFunc() {
 	doubling := recover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
-		func(_ recover.Context, d time.Duration) (time.Duration, time.Duration) { return d, 2 * d },
+		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
+			if !c.Opening() {
+				return time.Second, open // a probe may run 1s; the open period stays
+			}
+			return open, 2 * open
+		},
 	)
-	ask(doubling, trip, probeStart, probeFail, probeStart)
+	ask(doubling, trip, probeStart, probeFail, probeStart, probeFail)
 	// Output:
 	// closed->open       1s
-	// half_open->probing 2s
+	// half_open->probing 1s
+	// probing->open      2s
+	// half_open->probing 1s
 	// probing->open      4s
-	// half_open->probing 8s
 }
 
 // rateLimited is the error of a service that said, as it refused a call,

@@ -12,12 +12,19 @@ import (
 // duration for c.Transition and the next state. A nil timeout makes Init
 // fail with a *breaker.ConfigError whose Field is "recover.Func.timeout".
 //
-// For example, a policy whose open periods and probe times double at every
-// transition, starting at one second:
+// For example, a policy whose open period doubles every time the breaker
+// opens, starting at one second, and whose probes may always run one
+// second: the state is the next open period, and a probe's timeout leaves
+// it as it is.
 //
 //	recover.Func(
 //		func() (time.Duration, error) { return time.Second, nil },
-//		func(_ recover.Context, d time.Duration) (time.Duration, time.Duration) { return d, 2 * d },
+//		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
+//			if !c.Opening() {
+//				return time.Second, open // a probe may run 1s; the open period stays
+//			}
+//			return open, 2 * open
+//		},
 //	)
 func Func[S any](init func() (S, error), timeout func(Context, S) (time.Duration, S)) Recover {
 	return funcRecover[S]{init: init, timeout: timeout}

@@ -257,13 +257,20 @@ func TestExponentialValidation(t *testing.T) {
 	}
 }
 
+// The doubling policy of Func's doc doubles the open period only: each
+// probe may run one second, and leaves the next open period as it is.
 func TestFuncDoubling(t *testing.T) {
 	r := recover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
-		func(_ recover.Context, d time.Duration) (time.Duration, time.Duration) { return d, 2 * d },
+		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
+			if !c.Opening() {
+				return time.Second, open // a probe may run 1s; the open period stays
+			}
+			return open, 2 * open
+		},
 	)
-	got := durations(t, r, tripped, probe, failed, probe)
-	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}, got)
+	got := durations(t, r, tripped, probe, failed, probe, failed, probe)
+	assert.Equal(t, []time.Duration{time.Second, time.Second, 2 * time.Second, time.Second, 4 * time.Second, time.Second}, got)
 }
 
 func TestFuncSeesTheContext(t *testing.T) {

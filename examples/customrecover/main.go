@@ -85,13 +85,19 @@ func linearDemo(w io.Writer) error {
 	return nil
 }
 
-// funcDemo writes a policy with recover.Func: its state is a time.Duration
-// that doubles at every transition the policy is asked about.
+// funcDemo writes a policy with recover.Func: its state is the next open
+// period, which doubles every time the breaker opens, while each probe may
+// run 1s and leaves it as it is.
 func funcDemo(w io.Writer) error {
-	fmt.Fprintln(w, "recover.Func: Init returns 1s, Timeout returns (d, 2*d)")
+	fmt.Fprintln(w, "recover.Func: Init returns 1s; Timeout returns (open, 2*open) as the breaker opens, (1s, open) for a probe")
 	doubling := recover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
-		func(_ recover.Context, d time.Duration) (time.Duration, time.Duration) { return d, 2 * d },
+		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
+			if !c.Opening() {
+				return time.Second, open // a probe may run 1s; the open period stays
+			}
+			return open, 2 * open
+		},
 	)
 	s, err := start(w, "search", manager.Config{
 		Strategy: breaker.Consecutive{Failures: 1},

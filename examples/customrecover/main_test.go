@@ -99,19 +99,19 @@ func Example_run() {
 	//    18s  closed -> open        trip    open for 1s
 	// stats: 9 calls, 1 succeeded, 8 failed (1 of them stale), state open
 	//
-	// recover.Func: Init returns 1s, Timeout returns (d, 2*d)
+	// recover.Func: Init returns 1s; Timeout returns (open, 2*open) as the breaker opens, (1s, open) for a probe
 	//   -- a call fails
 	//     0s  closed -> open        trip    open for 1s
 	//   -- the probe fails
 	//     1s  open -> half_open     timer
-	//     1s  half_open -> probing  probe   the probe may run 2s
-	//     1s  probing -> open       probe   open for 4s
+	//     1s  half_open -> probing  probe   the probe may run 1s
+	//     1s  probing -> open       probe   open for 2s
 	//   -- the probe succeeds
-	//     5s  open -> half_open     timer
-	//     5s  half_open -> probing  probe   the probe may run 8s
-	//     5s  probing -> closed     probe
+	//     3s  open -> half_open     timer
+	//     3s  half_open -> probing  probe   the probe may run 1s
+	//     3s  probing -> closed     probe
 	//   -- a call fails: the state was not reset by the recovery
-	//     5s  closed -> open        trip    open for 16s
+	//     3s  closed -> open        trip    open for 4s
 	//
 	// invalid options: fusebox: register breaker "billing": Config.Recover: Linear.Max must be at least Base (1s), got 1ms
 }

@@ -96,12 +96,17 @@ func chosen(b *manager.Breaker) time.Duration {
 }
 
 // TestDoubling runs the doubling policy of the guide through a breaker: the
-// open periods and probe times are 1s, 2s, 4s, 8s, 16s in the order the
-// transitions happen, and a recovery does not start it over.
+// open periods are 1s, 2s, 4s, each probe may run 1s, and a recovery does
+// not start the doubling over.
 func TestDoubling(t *testing.T) {
 	doubling := recover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
-		func(_ recover.Context, d time.Duration) (time.Duration, time.Duration) { return d, 2 * d },
+		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
+			if !c.Opening() {
+				return time.Second, open // a probe may run 1s; the open period stays
+			}
+			return open, 2 * open
+		},
 	)
 	mock := clock.NewMock()
 	m := manager.Start(manager.Options{Clock: mock})
@@ -119,21 +124,21 @@ func TestDoubling(t *testing.T) {
 	p, err := b.Acquire(ctx) // the probe
 	require.NoError(t, err)
 	m.Sync()
-	assert.Equal(t, 2*time.Second, chosen(b), "{half_open, probing}")
+	assert.Equal(t, time.Second, chosen(b), "{half_open, probing}")
 	p.Release(errors.New("down"))
 	m.Sync()
-	assert.Equal(t, 4*time.Second, chosen(b), "{probing, open}")
-	mock.Add(4 * time.Second)
+	assert.Equal(t, 2*time.Second, chosen(b), "{probing, open}")
+	mock.Add(2 * time.Second)
 	m.Sync()
 	p, err = b.Acquire(ctx)
 	require.NoError(t, err)
 	m.Sync()
-	assert.Equal(t, 8*time.Second, chosen(b), "{half_open, probing}")
+	assert.Equal(t, time.Second, chosen(b), "{half_open, probing}")
 	p.Release(nil)
 	require.Equal(t, breaker.Closed, b.State())
 	_ = b.Do(ctx, fail)
 	m.Sync()
-	assert.Equal(t, 16*time.Second, chosen(b), "{closed, open} after a recovery: the state goes on")
+	assert.Equal(t, 4*time.Second, chosen(b), "{closed, open} after a recovery: the state goes on")
 }
 
 // TestRestartCallsInit checks that a restart after a panic calls Init again,
