@@ -62,7 +62,8 @@ func ExampleCall() {
 }
 
 // Acquire and Release are the lower-level form of Do, for calls that do not
-// fit in one function.
+// fit in one function. Release each permit exactly once: releasing it
+// twice counts the call twice (see Permit.Release's example).
 func ExampleBreaker_Acquire() {
 	m := manager.Start(manager.Options{})
 	defer m.Stop()
@@ -78,6 +79,27 @@ func ExampleBreaker_Acquire() {
 	fmt.Println(b.Stats().Successes, "success")
 	// Output:
 	// 1 success
+}
+
+// A Permit is a value, and nothing stops it from being released twice (or
+// a copy of it being released too): each release counts, so the call is
+// counted twice, and a failure released twice counts twice towards a
+// trip. Release each permit exactly once, as Do and Call do; a defer that
+// releases as a failure must not run after the release of the call's
+// error.
+func ExamplePermit_Release_twice() {
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+	b, _ := m.Register("search", manager.Config{Strategy: breaker.Consecutive{Failures: 2}})
+
+	p, _ := b.Acquire(context.Background())
+	p.Release(errors.New("timeout"))
+	p.Release(errors.New("timeout")) // a mistake: the same call again
+	m.Sync()
+	st := b.Stats()
+	fmt.Println(st.Calls, "calls,", st.Failures, "failures, now", b.State())
+	// Output:
+	// 2 calls, 2 failures, now open
 }
 
 // Subscribe receives every transition, with the outcome and cause that made
