@@ -145,11 +145,13 @@ func (p *cutProxy) cut() {
 // A manager whose connections to Redis were cut misses the changes made
 // meanwhile; once its watch subscribes again it reads every breaker, and
 // follows a change it missed within Resync + 100ms of that, with 10,000
-// breakers on the store.
+// breakers on the store and the default Resync. (The read of 10,000
+// breakers takes 100 to 600ms on a loopback Redis, as loaded as the
+// machine is.)
 func TestFleetMissedChangeLearntOnResubscribe(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := startCutProxy(t, srv.Addr())
-	const resync = 200 * time.Millisecond
+	const resync = manager.DefaultResync
 	// The watcher reaches Redis through the proxy; the actor directly.
 	wc := redis.NewClient(&redis.Options{Addr: proxy.addr(), ContextTimeoutEnabled: true})
 	defer wc.Close()
