@@ -87,6 +87,7 @@ type view struct {
 	calls, ok, failures, ignored, declined, stale, drp uint64
 	missed, slow                                       uint64
 	perSecond, failurePermille                         int64 // rounded: calls per 100 s, failures per thousand
+	processes                                          int64 // the processes the fleet's count comes from, under a quorum
 }
 
 type entry struct {
@@ -277,7 +278,7 @@ func (h *hub) viewOf(e *entry, now time.Time, sampleRates bool) view {
 	st := e.b.Stats()
 	v := view{
 		state: st.State, since: st.Since, until: st.Until, forced: st.Forced,
-		shared: st.Shared, storeDown: st.StoreDown,
+		shared: st.Shared, storeDown: st.StoreDown, processes: st.Processes,
 		calls: st.Calls, ok: st.Successes, failures: st.Failures, ignored: st.Ignored,
 		declined: st.Declined, stale: st.Stale, drp: st.DroppedEvents, missed: e.missed, slow: st.SlowCalls,
 	}
@@ -511,7 +512,7 @@ func appendRecord(buf []byte, e *entry, v view, trs []wireTransition, now time.T
 	buf = append(buf, ',')
 	buf = appendRel(buf, v.until, now)
 	for _, n := range [...]int64{flags, int64(v.calls), int64(v.ok), int64(v.failures), int64(v.ignored),
-		int64(v.declined), int64(v.stale), int64(v.drp), int64(v.missed), int64(v.slow), v.perSecond, v.failurePermille} {
+		int64(v.declined), int64(v.stale), int64(v.drp), int64(v.missed), int64(v.slow), v.perSecond, v.failurePermille, v.processes} {
 		buf = append(buf, ',')
 		buf = strconv.AppendInt(buf, n, 10)
 	}

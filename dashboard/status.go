@@ -40,6 +40,10 @@ type BreakerStatus struct {
 	Forced bool `json:"forced,omitempty"`
 	// StoreDown is set while a shared breaker cannot reach its store.
 	StoreDown bool `json:"store_down,omitempty"`
+	// Processes, for a shared breaker with a quorum, is how many
+	// processes the fleet's count of failures comes from
+	// (manager.Stats.Processes).
+	Processes int64 `json:"processes,omitempty"`
 
 	// The counters of manager.Stats. Calls, as everywhere in fusebox
 	// (the metrics' calls_total too), is every call that asked for a
@@ -127,6 +131,7 @@ func (h *Handler) status() Status {
 			Until:             s.Until,
 			Forced:            s.Forced,
 			StoreDown:         s.StoreDown,
+			Processes:         s.Processes,
 			Calls:             s.Calls,
 			Successes:         s.Successes,
 			Failures:          s.Failures,

@@ -70,8 +70,8 @@
 
   // apply takes one record of the stream: [id, state, since, until, flags,
   // calls, successes, failures, ignored, declined, stale, dropped, missed,
-  // slow, calls per 100 s, failures per thousand, [new transitions]], times
-  // in ms from the message's now.
+  // slow, calls per 100 s, failures per thousand, processes in the fleet's
+  // count, [new transitions]], times in ms from the message's now.
   function apply(r, now) {
     const b = byId.get(r[0]);
     if (!b) return false;
@@ -85,7 +85,8 @@
     b.calls = r[5]; b.successes = r[6]; b.failures = r[7]; b.ignored = r[8];
     b.declined = r[9]; b.stale = r[10]; b.dropped_events = r[11]; b.missed_transitions = r[12];
     b.slow = r[13]; b.callRate = r[14] / 100; b.failureRate = r[15] / 1000;
-    for (const t of r[16]) {
+    b.processes = r[16];
+    for (const t of r[17]) {
       b.transitions.push({ from: STATES[t[0]], to: STATES[t[1]], at: now + t[2], cause: t[3], outcome: OUTCOMES[t[4]] || '' });
     }
     if (b.transitions.length > history) b.transitions.splice(0, b.transitions.length - history);
@@ -275,6 +276,7 @@
     else if (b.until && b.state === 'open') since += ' \u00b7 probe allowed in ' + span(b.until - now);
     else if (b.until && b.state === 'probing') since += ' \u00b7 probe times out in ' + span(b.until - now);
     if (b.storeDown) since += ' \u00b7 store down';
+    if (b.processes > 0) since += ' \u00b7 fleet count from ' + b.processes + (b.processes === 1 ? ' process' : ' processes');
     c.since.textContent = since;
     c.rates.textContent = b.callRate.toFixed(b.callRate < 10 ? 1 : 0) + ' calls/s \u00b7 ' +
       (b.failureRate * 100).toFixed(1) + ' % failures (last minute)';
