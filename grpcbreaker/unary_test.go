@@ -186,12 +186,16 @@ func TestHangingServerTripsTheBreaker(t *testing.T) {
 	m.Sync()
 	b, _ := m.Breaker(addr)
 	require.Equal(t, breaker.Open, b.State())
+	// (A call whose 20ms ran out before it reached the server, on a busy
+	// machine, tripped the breaker all the same: count from here.)
+	reached := h.calls.Load()
+	assert.LessOrEqual(t, reached, int64(3))
 	for n := 0; n < 10; n++ {
 		err := call()
 		assert.ErrorIs(t, err, breaker.ErrOpen)
 		assert.Equal(t, codes.Unavailable, status.Code(err))
 	}
-	assert.EqualValues(t, 3, h.calls.Load(), "declined calls never reached the hanging server")
+	assert.Equal(t, reached, h.calls.Load(), "declined calls never reached the hanging server")
 }
 
 // retryInfo returns an Unavailable status whose RetryInfo detail asks the
