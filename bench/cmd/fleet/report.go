@@ -143,7 +143,7 @@ func (r report) markdown() string {
 	p("*leaked*: calls that reached the failing service after its first trial without being trials; ")
 	p("*register*: a manager's `Register` of every breaker, until `Sync` returns (median, slowest manager); ")
 	p("*Redis memory per manager*: what the idle fleet added to used_memory over the empty server's, per manager (its connections: no breaker has a key yet); ")
-	p("*store errors*: failed store calls over the whole run, every manager and breaker.\n\n")
+	p("*store errors*: failed store calls over the whole run, every manager and breaker, and how many (manager, breaker) pairs were on their fallback at its end.\n\n")
 	p("| managers | breakers | processes | opening reaches every other manager: p50 / p99 / max | one fails: period ends, trials per end, before, leaked | 10%% fail: period ends, trials per end, before, leaked | register | Redis memory per manager | store errors |\n")
 	p("|--:|--:|--:|---|---|---|---|--:|--:|\n")
 	for _, res := range r.results {
@@ -157,12 +157,46 @@ func (r report) markdown() string {
 				prop += fmt.Sprintf(" (%d reports missing)", res.prop.missing)
 			}
 		}
-		p("| %d | %s | %d | %s | %s | %s | %s / %s | %s | %d |\n",
+		p("| %d | %s | %d | %s | %s | %s | %s / %s | %s | %s |\n",
 			res.managers, num(float64(res.breakers)), res.processes, prop,
 			faultCell(res.one), faultCell(res.tenth),
-			dur(percentile(res.register, 0.5)), dur(percentile(res.register, 1)), bytes(res.perManager), res.final.StoreErrors)
+			dur(percentile(res.register, 0.5)), dur(percentile(res.register, 1)), bytes(res.perManager), errorsCell(res.final))
+	}
+	p("\n#### Store calls of a failing breaker\n\n")
+	p("What the managers' clients sent while a fault ran, by kind, over the breakers whose service failed or over their period ends: ")
+	p("*failure*: the failure script (a failure in the closed state); *open*: the opening script; *success*: the report that ends a run of failures (DEL); ")
+	p("*lease*: the probe's lease script; *verdict*: the probe's verdict script.\n\n")
+	p("| managers | breakers | phase | failing breakers | failure / breaker | open / breaker | success / breaker | period ends | lease / end | verdict / end |\n")
+	p("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, res := range r.results {
+		if res.skipped != "" {
+			continue
+		}
+		for _, ph := range []struct {
+			name string
+			f    faultResult
+		}{{"one fails", res.one}, {"10% fail", res.tenth}} {
+			f := ph.f
+			per := func(kind string, n int) string {
+				if n == 0 {
+					return "–"
+				}
+				return num(f.load.sent[kind] * f.load.seconds / float64(n))
+			}
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				res.managers, num(float64(res.breakers)), ph.name, num(float64(f.breakers)),
+				per("failure", f.breakers), per("open", f.breakers), per("del", f.breakers),
+				num(float64(f.periodEnds)), per("lease", f.periodEnds), per("verdict", f.periodEnds))
+		}
 	}
 	return b.String()
+}
+
+func errorsCell(s childStats) string {
+	if s.StoreDown == 0 {
+		return thousands(int64(s.StoreErrors))
+	}
+	return fmt.Sprintf("%s (%s on fallback)", thousands(int64(s.StoreErrors)), thousands(int64(s.StoreDown)))
 }
 
 func faultCell(f faultResult) string {
