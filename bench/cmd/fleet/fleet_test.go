@@ -104,7 +104,7 @@ func TestKindOf(t *testing.T) {
 		{[]any{"get", key("epoch")}, "get"},
 		{[]any{"PTTL", key("open")}, "pttl"},
 		{[]any{"evalsha", "abc", 4, key("failures"), key("open"), key("probe"), key("epoch"), 60000}, "failure"},
-		{[]any{"eval", "script", 4, key("failures"), key("open"), key("probe"), key("epoch"), 60000}, "failure"},
+		{[]any{"eval", "script", 4, key("failures"), key("open"), key("probe"), key("epoch"), 60000}, "failure (load)"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 1000, "fusebox:changes", "b00001"}, "open"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "token", 1000, 3}, "lease"},
 		{[]any{"evalsha", "abc", 5, key("probe"), key("open"), key("failures"), key("window"), key("epoch"), "token", "s", 1000, "fusebox:changes", "b00001", 3}, "verdict"},

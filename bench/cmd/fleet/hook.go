@@ -80,14 +80,18 @@ var scriptKinds = map[string]string{
 }
 
 // kindOf names a command for the counts: its name in lower case, or for a
-// script (EVALSHA, EVAL) what it does, from the fields of its keys.
+// script what it does, from the fields of its keys. go-redis runs a script
+// with EVALSHA, and only when the server answers NOSCRIPT (the first time
+// a connection's server sees it) sends it whole with EVAL: so an EVALSHA
+// is one run of the script, and an EVAL is named "KIND (load)", a run that
+// cost one more round trip.
 func kindOf(args []any) string {
 	if len(args) == 0 {
 		return "?"
 	}
 	name, _ := args[0].(string)
 	name = strings.ToLower(name)
-	if (name != "evalsha" && name != "eval" && name != "evalsha_ro" && name != "eval_ro") || len(args) < 3 {
+	if (name != "evalsha" && name != "eval") || len(args) < 3 {
 		return name
 	}
 	nkeys, ok := toInt(args[2])
@@ -104,13 +108,17 @@ func kindOf(args []any) string {
 	}
 	shape := strings.Join(fields, ",")
 	argc := len(args) - 3 - nkeys
-	if k, ok := scriptKinds[shape+"/"+strconv.Itoa(argc)]; ok {
-		return k
+	kind, ok := scriptKinds[shape+"/"+strconv.Itoa(argc)]
+	if !ok {
+		kind, ok = scriptKinds[shape]
 	}
-	if k, ok := scriptKinds[shape]; ok {
-		return k
+	if !ok {
+		kind = "script(" + shape + ")"
 	}
-	return "script(" + shape + ")"
+	if name == "eval" {
+		kind += " (load)"
+	}
+	return kind
 }
 
 func toInt(v any) (int, bool) {

@@ -21,8 +21,12 @@ const (
 
 // environment is where the figures were measured.
 type environment struct {
-	commit, goVersion, redis, cpu string
-	cores                         int
+	commit    string // of the working tree, with -dirty for changes not committed
+	code      string // the last commit that changed what is measured
+	goVersion string
+	redis     string
+	cpu       string
+	cores     int
 }
 
 func describe(ctx context.Context) environment {
@@ -33,6 +37,9 @@ func describe(ctx context.Context) environment {
 		cores:     runtime.NumCPU(),
 		redis:     "unknown",
 	}
+	if top := output("git", "rev-parse", "--show-toplevel"); top != "unknown" {
+		e.code = output("git", append([]string{"-C", top, "log", "-1", "--format=%h", "--"}, measuredCode...)...)
+	}
 	if out := output("redis-server", "--version"); out != "unknown" {
 		for _, f := range strings.Fields(out) {
 			if v, ok := strings.CutPrefix(f, "v="); ok {
@@ -42,6 +49,9 @@ func describe(ctx context.Context) environment {
 	}
 	return e
 }
+
+// measuredCode is the folders whose code the figures measure.
+var measuredCode = []string{"manager", "store", "internal", "breaker", "recover"}
 
 func output(name string, args ...string) string {
 	out, err := exec.Command(name, args...).Output()
@@ -80,7 +90,8 @@ func (r report) markdown() string {
 	var b strings.Builder
 	o := r.opts
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	p("Measured at fusebox commit `%s`, %s, in %v in all:\n\n", r.env.commit, r.started.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second))
+	p("Measured at fusebox commit `%s` (the code measured, %s, last changed at `%s`), %s, in %v in all:\n\n",
+		r.env.commit, strings.Join(measuredCode, ", "), r.env.code, r.started.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second))
 	p("```\ncd bench && %s\n```\n\n", o.command)
 	p("| | |\n|---|---|\n")
 	p("| machine | %s, %d logical cores, shared with other work |\n", r.env.cpu, r.env.cores)
@@ -165,7 +176,8 @@ func (r report) markdown() string {
 	p("\n#### Store calls of a failing breaker\n\n")
 	p("What the managers' clients sent while a fault ran, by kind, over the breakers whose service failed or over their period ends: ")
 	p("*failure*: the failure script (a failure in the closed state); *open*: the opening script; *success*: the report that ends a run of failures (DEL); ")
-	p("*lease*: the probe's lease script; *verdict*: the probe's verdict script.\n\n")
+	p("*lease*: the probe's lease script; *verdict*: the probe's verdict script. ")
+	p("Each counts the script's runs (EVALSHA); the first run of a script on a connection's server costs one EVAL more, counted apart as *(load)* in the load table.\n\n")
 	p("| managers | breakers | phase | failing breakers | failure / breaker | open / breaker | success / breaker | period ends | lease / end | verdict / end |\n")
 	p("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, res := range r.results {
