@@ -103,12 +103,18 @@ func TestKindOf(t *testing.T) {
 	}{
 		{[]any{"get", key("epoch")}, "get"},
 		{[]any{"PTTL", key("open")}, "pttl"},
+		{[]any{"del", key("failures"), key("reporters")}, "success"},
+		{[]any{"del", "other"}, "del"},
+		// The scripts as they were before the quorum, and after.
 		{[]any{"evalsha", "abc", 4, key("failures"), key("open"), key("probe"), key("epoch"), 60000}, "failure"},
+		{[]any{"evalsha", "abc", 5, key("failures"), key("open"), key("probe"), key("epoch"), key("reporters"), 60000, 1, "r1"}, "failure"},
 		{[]any{"eval", "script", 4, key("failures"), key("open"), key("probe"), key("epoch"), 60000}, "failure (load)"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 1000, "fusebox:changes", "b00001"}, "open"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "token", 1000, 3}, "lease"},
+		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "fusebox:changes", "b00001"}, "force"},
 		{[]any{"evalsha", "abc", 5, key("probe"), key("open"), key("failures"), key("window"), key("epoch"), "token", "s", 1000, "fusebox:changes", "b00001", 3}, "verdict"},
 		{[]any{"evalsha", "abc", 5, key("open"), key("probe"), key("failures"), key("window"), key("epoch"), "fusebox:changes", "b00001"}, "reset"},
+		{[]any{"evalsha", "abc", 6, key("open"), key("probe"), key("failures"), key("window"), key("epoch"), key("reporters"), "fusebox:changes", "b00001"}, "reset"},
 		{[]any{"evalsha", "abc", 4, key("window"), key("open"), key("probe"), key("epoch"), 100, 10, 1, 3, 4}, "window"},
 		{[]any{"evalsha", "abc", 2, key("open"), key("sweep"), 1}, "script(open,sweep)"},
 		{[]any{"evalsha", "abc", "x"}, "evalsha"},

@@ -64,61 +64,90 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// scriptKinds names the store's scripts by the fields of the keys they
-// touch and their number of arguments: the layout docs/shared-state.md
-// documents ("prefix:{name}:field"). A script of another shape is named
-// by its fields, so that a change of the store shows as a new kind rather
-// than a wrong one.
-var scriptKinds = map[string]string{
-	"failures,open,probe,epoch/1":        "failure",
-	"window,open,probe,epoch":            "window", // any number of arguments
-	"open,probe,epoch/4":                 "open",
-	"open,probe,epoch/3":                 "lease",
-	"open,probe,epoch/2":                 "force",
-	"probe,open,failures,window,epoch/6": "verdict",
-	"open,probe,failures,window,epoch/2": "reset",
-}
-
-// kindOf names a command for the counts: its name in lower case, or for a
-// script what it does, from the fields of its keys. go-redis runs a script
-// with EVALSHA, and only when the server answers NOSCRIPT (the first time
-// a connection's server sees it) sends it whole with EVAL: so an EVALSHA
-// is one run of the script, and an EVAL is named "KIND (load)", a run that
-// cost one more round trip.
+// kindOf names a command for the counts: its name in lower case, but for
+// what the store sends about a breaker, what it is for, read from the
+// keys it touches in the layout docs/shared-state.md documents
+// ("prefix:{name}:field"); see scriptKind. go-redis runs a script with
+// EVALSHA, and only when the server answers NOSCRIPT (the first time the
+// server sees it) sends it whole with EVAL: so an EVALSHA is one run of
+// the script, and an EVAL is named "KIND (load)", a run that cost one
+// more round trip.
 func kindOf(args []any) string {
 	if len(args) == 0 {
 		return "?"
 	}
 	name, _ := args[0].(string)
 	name = strings.ToLower(name)
-	if (name != "evalsha" && name != "eval") || len(args) < 3 {
+	switch name {
+	case "del":
+		if len(args) > 1 && field(args[1]) == "failures" {
+			return "success"
+		}
+		return name
+	case "evalsha", "eval":
+	default:
+		return name
+	}
+	if len(args) < 3 {
 		return name
 	}
 	nkeys, ok := toInt(args[2])
-	if !ok || len(args) < 3+nkeys {
+	if !ok || nkeys < 1 || len(args) < 3+nkeys {
 		return name
 	}
-	fields := make([]string, 0, nkeys)
-	for _, k := range args[3 : 3+nkeys] {
-		s, _ := k.(string)
-		if i := strings.LastIndex(s, "}:"); i >= 0 {
-			s = s[i+2:]
-		}
-		fields = append(fields, s)
+	fields := make([]string, nkeys)
+	for i, k := range args[3 : 3+nkeys] {
+		fields[i] = field(k)
 	}
-	shape := strings.Join(fields, ",")
-	argc := len(args) - 3 - nkeys
-	kind, ok := scriptKinds[shape+"/"+strconv.Itoa(argc)]
-	if !ok {
-		kind, ok = scriptKinds[shape]
-	}
-	if !ok {
-		kind = "script(" + shape + ")"
-	}
+	kind := scriptKind(fields, len(args)-3-nkeys)
 	if name == "eval" {
 		kind += " (load)"
 	}
 	return kind
+}
+
+// field is the field of a breaker's key, "open" of "fusebox:{b00001}:open".
+func field(key any) string {
+	s, _ := key.(string)
+	if i := strings.LastIndex(s, "}:"); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}
+
+// scriptKind names a script of the store by the first key it touches, the
+// one it is about, and for the three that touch only the open marker, the
+// lease and the epoch, by their number of arguments (docs/shared-state.md
+// and store/redisstore's scripts.go): a failure counted (failures), the
+// window's counts (window), a probe's verdict (probe), a reset (open,
+// with the counts among its keys), and the opening (4 arguments), the
+// probe's lease (3) or a forcing (2). Another is named by its keys, so
+// that a change of the store shows as a new kind rather than a wrong
+// one.
+func scriptKind(fields []string, argc int) string {
+	switch fields[0] {
+	case "failures":
+		return "failure"
+	case "window":
+		return "window"
+	case "probe":
+		return "verdict"
+	case "open":
+		if len(fields) > 3 && fields[2] == "failures" {
+			return "reset"
+		}
+		if len(fields) == 3 {
+			switch argc {
+			case 4:
+				return "open"
+			case 3:
+				return "lease"
+			case 2:
+				return "force"
+			}
+		}
+	}
+	return "script(" + strings.Join(fields, ",") + ")"
 }
 
 func toInt(v any) (int, bool) {

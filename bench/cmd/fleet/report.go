@@ -175,7 +175,7 @@ func (r report) markdown() string {
 	}
 	p("\n#### Store calls of a failing breaker\n\n")
 	p("What the managers' clients sent while a fault ran, by kind, over the breakers whose service failed or over their period ends: ")
-	p("*failure*: the failure script (a failure in the closed state); *open*: the opening script; *success*: the report that ends a run of failures (DEL); ")
+	p("*failure*: the failure script (a failure in the closed state); *open*: the opening script; *success*: the report that ends a run of failures (a DEL of its count); ")
 	p("*lease*: the probe's lease script; *verdict*: the probe's verdict script. ")
 	p("Each counts the script's runs (EVALSHA); the first run of a script on a connection's server costs one EVAL more, counted apart as *(load)* in the load table.\n\n")
 	p("| managers | breakers | phase | failing breakers | failure / breaker | open / breaker | success / breaker | period ends | lease / end | verdict / end |\n")
@@ -197,7 +197,7 @@ func (r report) markdown() string {
 			}
 			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				res.managers, num(float64(res.breakers)), ph.name, num(float64(f.breakers)),
-				per("failure", f.breakers), per("open", f.breakers), per("del", f.breakers),
+				per("failure", f.breakers), per("open", f.breakers), per("success", f.breakers),
 				num(float64(f.periodEnds)), per("lease", f.periodEnds), per("verdict", f.periodEnds))
 		}
 	}
