@@ -224,16 +224,18 @@ func TestNum(t *testing.T) {
 }
 
 func TestSpliced(t *testing.T) {
-	doc := "# Title\n\nbefore\n\n" + beginMarker + "\nold\n" + endMarker + "\n\nafter\n"
-	got, err := spliced(doc, "new table\n")
+	doc := "# Title\n\nbefore\n\n" + beginMarker("measured") + "\nold\n" + endMarker("measured") + "\n\nbetween\n\n" +
+		beginMarker("memory") + "\nold memory\n" + endMarker("memory") + "\n\nafter\n"
+	got, err := spliced(doc, "memory", "new memory\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "# Title\n\nbefore\n\n" + beginMarker + "\n\nnew table\n\n" + endMarker + "\n\nafter\n"
+	want := "# Title\n\nbefore\n\n" + beginMarker("measured") + "\nold\n" + endMarker("measured") + "\n\nbetween\n\n" +
+		beginMarker("memory") + "\n\nnew memory\n\n" + endMarker("memory") + "\n\nafter\n"
 	if got != want {
-		t.Errorf("spliced:\n%s\nwant:\n%s", got, want)
+		t.Errorf("spliced the memory part:\n%s\nwant:\n%s", got, want)
 	}
-	if _, err := spliced("no markers", "x"); err == nil {
+	if _, err := spliced("no markers", "measured", "x"); err == nil {
 		t.Error("spliced into a text without markers: no error")
 	}
 }
@@ -294,8 +296,8 @@ func TestFleetSmoke(t *testing.T) {
 			t.Errorf("%s: %+v; want every breaker tripped, one trial at each period end, none leaked, all closed at the end", f.name, f.r)
 		}
 	}
-	text := report{opts: o, results: []result{r}, memory: []memory{m}}.markdown()
-	for _, want := range []string{"#### Load on Redis", "#### Redis memory per breaker", "#### Openings, trials, registering", "| 2 | 40 | idle |"} {
+	text := report{opts: o, results: []result{r}}.markdown() + report{opts: o, memory: []memory{m}}.memoryMarkdown()
+	for _, want := range []string{"#### Load on Redis", "| breakers | closed, never opened |", "#### Openings, trials, registering", "| 2 | 40 | idle |"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report has no %q:\n%s", want, text)
 		}

@@ -49,6 +49,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -87,6 +88,7 @@ type options struct {
 	resync, timeout    time.Duration
 	workers            int
 	pace               time.Duration
+	memory, fleet      bool // which parts to measure
 	doc                string
 	command            string // the command line, as a user would type it in bench/
 }
@@ -107,7 +109,9 @@ func parseFlags(args []string, log io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "store-timeout", 0, "manager.Options.StoreTimeout (0: the manager's default)")
 	fs.IntVar(&o.workers, "workers", 4, "calling goroutines per manager while a fault runs")
 	fs.DurationVar(&o.pace, "pace", 2*time.Millisecond, "each calling goroutine's pause between its sweeps")
-	fs.StringVar(&o.doc, "doc", "", "write the measured tables into this file, between its markers (docs/fleet.md)")
+	fs.BoolVar(&o.memory, "memory", true, "measure Redis memory per breaker")
+	fs.BoolVar(&o.fleet, "fleet", true, "measure the fleets of the matrix")
+	fs.StringVar(&o.doc, "doc", "", "write the tables measured into this file, each part between its markers (docs/fleet.md)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -133,7 +137,13 @@ func parseFlags(args []string, log io.Writer) (options, error) {
 		return o, errors.New("-window, -fail, -open and -pace must be positive")
 	}
 	o.command = "go run ./cmd/fleet"
-	fs.Visit(func(f *flag.Flag) { o.command += " -" + f.Name + " " + f.Value.String() })
+	fs.Visit(func(f *flag.Flag) {
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			o.command += " -" + f.Name + "=" + f.Value.String()
+			return
+		}
+		o.command += " -" + f.Name + " " + f.Value.String()
+	})
 	return o, nil
 }
 
@@ -162,49 +172,60 @@ func run(ctx context.Context, args []string, stdout, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	started := time.Now()
-	var mems []memory
-	for _, k := range o.breakers {
-		fmt.Fprintf(log, "memory of %d breakers\n", k)
-		m, err := memoryOf(ctx, o, k, log)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fmt.Fprintf(log, "  failed: %v\n", err)
-			m = memory{breakers: k, failed: err.Error()}
-		}
-		mems = append(mems, m)
-	}
-	var results []result
-	for _, n := range o.managers {
+	env := describe(ctx)
+	var parts []part
+	if o.memory {
+		started := time.Now()
+		var mems []memory
 		for _, k := range o.breakers {
-			if o.maxPairs > 0 && n*k > o.maxPairs {
-				fmt.Fprintf(log, "%d managers x %d breakers: left out (more than -max-pairs %d)\n", n, k, o.maxPairs)
-				results = append(results, result{managers: n, breakers: k, skipped: fmt.Sprintf("left out: more than -max-pairs %d", o.maxPairs)})
-				continue
-			}
-			t0 := time.Now()
-			fmt.Fprintf(log, "%d managers x %d breakers:\n", n, k)
-			r, err := measure(ctx, o, n, k, log)
+			fmt.Fprintf(log, "memory of %d breakers\n", k)
+			m, err := memoryOf(ctx, o, k, log)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				fmt.Fprintf(log, "  failed: %v\n", err)
-				r = result{managers: n, breakers: k, skipped: "failed: " + err.Error()}
+				m = memory{breakers: k, failed: err.Error()}
 			}
-			fmt.Fprintf(log, "  done in %v\n", time.Since(t0).Round(100*time.Millisecond))
-			results = append(results, r)
+			mems = append(mems, m)
+		}
+		rep := report{opts: o, memory: mems, started: started, elapsed: time.Since(started), env: env}
+		parts = append(parts, part{"memory", rep.memoryMarkdown()})
+	}
+	if o.fleet {
+		started := time.Now()
+		var results []result
+		for _, n := range o.managers {
+			for _, k := range o.breakers {
+				if o.maxPairs > 0 && n*k > o.maxPairs {
+					fmt.Fprintf(log, "%d managers x %d breakers: left out (more than -max-pairs %d)\n", n, k, o.maxPairs)
+					results = append(results, result{managers: n, breakers: k, skipped: fmt.Sprintf("left out: more than -max-pairs %d", o.maxPairs)})
+					continue
+				}
+				t0 := time.Now()
+				fmt.Fprintf(log, "%d managers x %d breakers:\n", n, k)
+				r, err := measure(ctx, o, n, k, log)
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					fmt.Fprintf(log, "  failed: %v\n", err)
+					r = result{managers: n, breakers: k, skipped: "failed: " + err.Error()}
+				}
+				fmt.Fprintf(log, "  done in %v\n", time.Since(t0).Round(100*time.Millisecond))
+				results = append(results, r)
+			}
+		}
+		rep := report{opts: o, results: results, started: started, elapsed: time.Since(started), env: env}
+		parts = append([]part{{"measured", rep.markdown()}}, parts...)
+	}
+	for _, pt := range parts {
+		if _, err := io.WriteString(stdout, pt.text+"\n"); err != nil {
+			return err
 		}
 	}
-	rep := report{opts: o, results: results, memory: mems, started: started, elapsed: time.Since(started), env: describe(ctx)}
-	text := rep.markdown()
-	if _, err := io.WriteString(stdout, text); err != nil {
-		return err
-	}
 	if o.doc != "" {
-		return splice(o.doc, text)
+		return splice(o.doc, parts)
 	}
 	return nil
 }
@@ -453,22 +474,31 @@ func memoryOf(ctx context.Context, o options, k int, log io.Writer) (memory, err
 	return m, nil
 }
 
-// settled reads INFO once the number of keys has stopped changing: two
-// readings 100ms apart agree, or 5s passed.
+// settled reads INFO once Redis's keys and data memory (dataMemory) have
+// stopped changing: readings 250ms apart have agreed (within 256 bytes)
+// for 2.5s, or 15s passed. Redis shrinks a client's query buffer only
+// once the client has been idle for 2s (a status read of K breakers
+// leaves one of about 40K bytes), and mem_clients_normal may follow it
+// late, so a reading taken sooner may count a buffer freed later as a
+// breaker's memory, or the other way round.
 func settled(ctx context.Context, srv *server) (info, error) {
+	const hold, every = 2500 * time.Millisecond, 250 * time.Millisecond
 	prev, err := srv.sample(ctx)
 	if err != nil {
 		return info{}, err
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+	since := time.Now()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		if err := sleep(ctx, every); err != nil {
 			return info{}, err
 		}
 		now, err := srv.sample(ctx)
 		if err != nil {
 			return info{}, err
 		}
-		if now.keys() == prev.keys() {
+		if now.keys() != prev.keys() || math.Abs(now.dataMemory()-prev.dataMemory()) > 256 {
+			since = time.Now()
+		} else if time.Since(since) >= hold {
 			return now, nil
 		}
 		prev = now

@@ -12,12 +12,18 @@ import (
 	"time"
 )
 
-// Markers of the measured part of docs/fleet.md: -doc replaces what lies
-// between them and leaves the rest of the guide as it is.
-const (
-	beginMarker = "<!-- fleet:measured:begin (written by bench/cmd/fleet; do not edit by hand) -->"
-	endMarker   = "<!-- fleet:measured:end -->"
-)
+// part is one measured part of docs/fleet.md: the fleets ("measured") or
+// the memory per breaker ("memory"). -doc replaces what lies between the
+// part's markers and leaves the rest of the guide as it is.
+type part struct {
+	name, text string
+}
+
+func beginMarker(name string) string {
+	return "<!-- fleet:" + name + ":begin (written by bench/cmd/fleet; do not edit by hand) -->"
+}
+
+func endMarker(name string) string { return "<!-- fleet:" + name + ":end -->" }
 
 // environment is where the figures were measured.
 type environment struct {
@@ -128,25 +134,6 @@ func (r report) markdown() string {
 		}
 	}
 
-	p("\n#### Redis memory per breaker\n\n")
-	p("On a fresh server, one manager with a Resync of an hour registers the breakers and puts three quarters of them in each state in turn, one breaker after another; ")
-	p("each figure is used_memory less mem_clients_normal (the clients' buffers) and used_memory_scripts, grown over what it was before, divided by those breakers, with the keys each adds. ")
-	p("*new connections*: how many more connections Redis had by then than before, each of which adds some memory of its own to the figures. ")
-	p("What the managers' connections take is in the next table.\n\n")
-	p("| breakers | closed, never opened | counting failures | open | closed after an opening | new connections |\n")
-	p("|--:|--:|--:|--:|--:|--:|\n")
-	for _, m := range r.memory {
-		if m.failed != "" {
-			p("| %s | failed: %s | | | | |\n", num(float64(m.breakers)), m.failed)
-			continue
-		}
-		p("| %s | %s keys |", num(float64(m.breakers)), trimFloat(m.keys[memQuiet]))
-		for s := memCounted; s < memStates; s++ {
-			p(" %s B (%s keys) |", num(m.bytes[s]), trimFloat(m.keys[s]))
-		}
-		p(" %s |\n", trimFloat(m.clients))
-	}
-
 	p("\n#### Openings, trials, registering\n\n")
 	p("*opening reaches every other manager*: from the tripping manager's transition to open to the last other manager's, over %d trips, each manager stamping its own transition with the machine's wall clock; ", o.trips)
 	p("*trials per period end*: trial calls the whole fleet made at the end of each open period (the fewest and the most; it must be 1), over the period ends of every failing breaker; ")
@@ -209,6 +196,34 @@ func errorsCell(s childStats) string {
 		return thousands(int64(s.StoreErrors))
 	}
 	return fmt.Sprintf("%s (%s on fallback)", thousands(int64(s.StoreErrors)), thousands(int64(s.StoreDown)))
+}
+
+// memoryMarkdown is the memory part of docs/fleet.md.
+func (r report) memoryMarkdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("Measured at fusebox commit `%s` (the code measured, %s, last changed at `%s`), %s, in %v, with redis-server %s:\n\n",
+		r.env.commit, strings.Join(measuredCode, ", "), r.env.code, r.started.UTC().Format("2006-01-02 15:04 MST"), r.elapsed.Round(time.Second), r.env.redis)
+	p("```\ncd bench && %s\n```\n\n", r.opts.command)
+	p("On a fresh server, one manager with a Resync of an hour registers the breakers and puts three quarters of them in each state in turn, one breaker after another; ")
+	p("each figure is used_memory less mem_clients_normal (the clients' buffers) and used_memory_scripts, grown over what it was before, divided by those breakers, with the keys each adds, ")
+	p("each reading taken once Redis's memory had stopped changing for 2.5s. ")
+	p("*new connections*: how many more connections Redis had by then than before, each of which adds some memory of its own to the figures. ")
+	p("What the managers' connections take is in the fleet's tables (*Redis memory per manager*).\n\n")
+	p("| breakers | closed, never opened | counting failures | open | closed after an opening | new connections |\n")
+	p("|--:|--:|--:|--:|--:|--:|\n")
+	for _, m := range r.memory {
+		if m.failed != "" {
+			p("| %s | failed: %s | | | | |\n", num(float64(m.breakers)), m.failed)
+			continue
+		}
+		p("| %s | %s keys |", num(float64(m.breakers)), trimFloat(m.keys[memQuiet]))
+		for s := memCounted; s < memStates; s++ {
+			p(" %s B (%s keys) |", num(m.bytes[s]), trimFloat(m.keys[s]))
+		}
+		p(" %s |\n", trimFloat(m.clients))
+	}
+	return b.String()
 }
 
 func faultCell(f faultResult) string {
@@ -325,25 +340,29 @@ func dur(d time.Duration) string {
 	return num(float64(d)/float64(time.Microsecond)) + " µs"
 }
 
-// splice writes text into the file at path, between its markers.
-func splice(path, text string) error {
+// splice writes each part into the file at path, between its markers.
+func splice(path string, parts []part) error {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	out, err := spliced(string(old), text)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	doc := string(old)
+	for _, pt := range parts {
+		if doc, err = spliced(doc, pt.name, pt.text); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	return os.WriteFile(path, []byte(out), 0o644)
+	return os.WriteFile(path, []byte(doc), 0o644)
 }
 
-// spliced returns doc with what lies between its markers replaced by text.
-func spliced(doc, text string) (string, error) {
-	i := strings.Index(doc, beginMarker)
-	j := strings.Index(doc, endMarker)
+// spliced returns doc with what lies between the markers of part name
+// replaced by text.
+func spliced(doc, name, text string) (string, error) {
+	begin, end := beginMarker(name), endMarker(name)
+	i := strings.Index(doc, begin)
+	j := strings.Index(doc, end)
 	if i < 0 || j < i {
-		return "", fmt.Errorf("no %q ... %q markers", beginMarker, endMarker)
+		return "", fmt.Errorf("no %q ... %q markers", begin, end)
 	}
-	return doc[:i+len(beginMarker)] + "\n\n" + strings.TrimSpace(text) + "\n\n" + doc[j:], nil
+	return doc[:i+len(begin)] + "\n\n" + strings.TrimSpace(text) + "\n\n" + doc[j:], nil
 }
