@@ -266,6 +266,8 @@ func TestFleetSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	defer func(d time.Duration) { settleHold = d }(settleHold)
+	settleHold = 500 * time.Millisecond // no status read of 40 breakers leaves a buffer worth waiting for
 
 	m, err := memoryOf(ctx, o, 40, io.Discard)
 	if err != nil {

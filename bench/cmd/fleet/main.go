@@ -474,15 +474,20 @@ func memoryOf(ctx context.Context, o options, k int, log io.Writer) (memory, err
 	return m, nil
 }
 
+// settleHold is how long Redis's memory must hold still for settled; the
+// smoke test shortens it.
+var settleHold = 2500 * time.Millisecond
+
 // settled reads INFO once Redis's keys and data memory (dataMemory) have
-// stopped changing: readings 250ms apart have agreed (within 256 bytes)
-// for 2.5s, or 15s passed. Redis shrinks a client's query buffer only
-// once the client has been idle for 2s (a status read of K breakers
-// leaves one of about 40K bytes), and mem_clients_normal may follow it
-// late, so a reading taken sooner may count a buffer freed later as a
-// breaker's memory, or the other way round.
+// stopped changing: readings a tenth of settleHold apart have agreed
+// (within 256 bytes) for settleHold, or 15s passed. Redis shrinks a
+// client's query buffer only once the client has been idle for 2s (a
+// status read of K breakers leaves one of about 40K bytes), and
+// mem_clients_normal may follow it late, so a reading taken sooner may
+// count a buffer freed later as a breaker's memory, or the other way
+// round.
 func settled(ctx context.Context, srv *server) (info, error) {
-	const hold, every = 2500 * time.Millisecond, 250 * time.Millisecond
+	hold, every := settleHold, settleHold/10
 	prev, err := srv.sample(ctx)
 	if err != nil {
 		return info{}, err
