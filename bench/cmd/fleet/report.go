@@ -217,9 +217,9 @@ func (r report) memoryMarkdown() string {
 			p("| %s | failed: %s | | | | |\n", num(float64(m.breakers)), m.failed)
 			continue
 		}
-		p("| %s | %s keys |", num(float64(m.breakers)), trimFloat(m.keys[memQuiet]))
+		p("| %s | %s |", num(float64(m.breakers)), keys(m.keys[memQuiet]))
 		for s := memCounted; s < memStates; s++ {
-			p(" %s B (%s keys) |", num(m.bytes[s]), trimFloat(m.keys[s]))
+			p(" %s B (%s) |", num(m.bytes[s]), keys(m.keys[s]))
 		}
 		p(" %s |\n", trimFloat(m.clients))
 	}
@@ -268,6 +268,14 @@ func kinds(m map[string]float64) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// keys writes a number of keys per breaker.
+func keys(n float64) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return trimFloat(n) + " keys"
 }
 
 func orDefault(d time.Duration, def string) string {
