@@ -82,8 +82,10 @@ func (m *Manager) storesNext() (time.Time, bool) {
 // the watch subscribes (and subscribes again, after a connection dropped,
 // the one way to miss a change) and when a breaker registers; each Resync
 // reads a few breakers only (sweepPerResync, in turn: a slow sweep, as a
-// safety net, whose answer also says the store is alive), and every
-// breaker only while the store is unreachable, to notice it answering.
+// safety net, whose answer also says the store is alive, or, while it is
+// unreachable, that it answers again: then every breaker is read). A
+// change the hub had to drop (its loop was behind) makes it read every
+// breaker too.
 type hub struct {
 	st      store.Store
 	cancel  context.CancelFunc
@@ -109,8 +111,8 @@ type hub struct {
 const sweepPerResync = 16
 
 // maxQueuedChanges bounds the changes a hub holds for a loop that is
-// behind: past it, changes are dropped, and the next resync repairs what
-// they would have said.
+// behind: past it, changes are dropped, and once the loop has caught up
+// the hub reads every breaker's status, as after subscribing again.
 const maxQueuedChanges = 4096
 
 // changeQueue holds the changes Watch delivered, and the news that it
@@ -122,6 +124,7 @@ const maxQueuedChanges = 4096
 type changeQueue struct {
 	mu     sync.Mutex
 	list   []storeResult
+	lost   bool // a change was dropped since the last take
 	closed bool
 	wake   chan struct{} // one token: the list is not empty
 }
@@ -131,6 +134,7 @@ type changeQueue struct {
 func (q *changeQueue) push(msg storeResult, f *inflight) {
 	q.mu.Lock()
 	if q.closed || len(q.list) >= maxQueuedChanges {
+		q.lost = q.lost || !q.closed
 		q.mu.Unlock()
 		return
 	}
@@ -143,13 +147,14 @@ func (q *changeQueue) push(msg storeResult, f *inflight) {
 	}
 }
 
-// take returns the queued changes, and empties the queue.
-func (q *changeQueue) take() []storeResult {
+// take returns the queued changes, and empties the queue; lost says that
+// changes were dropped since the last take.
+func (q *changeQueue) take() (list []storeResult, lost bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	list := q.list
-	q.list = nil
-	return list
+	list, lost = q.list, q.lost
+	q.list, q.lost = nil, false
+	return list, lost
 }
 
 // close closes the queue and returns how many changes it still held.
@@ -296,8 +301,15 @@ func (m *Manager) forward(ctx context.Context, h *hub) {
 			return
 		case <-h.changes.wake:
 		}
-		for _, msg := range h.changes.take() {
+		list, lost := h.changes.take()
+		for _, msg := range list {
 			m.sendStore(msg)
+			m.stores.calls.done()
+		}
+		if lost {
+			// Changes were dropped: read what they would have said.
+			m.stores.calls.add()
+			m.sendStore(subscribedMsg{h: h})
 			m.stores.calls.done()
 		}
 	}
@@ -345,12 +357,13 @@ func (m *Manager) resyncDue() {
 	}
 }
 
-// nextSweep returns the breakers the hub's resync reads: every breaker
-// while the store is unreachable, else the next sweepPerResync of them in
-// turn.
+// nextSweep returns the breakers the hub's resync reads: the next
+// sweepPerResync of them in turn. While the store is unreachable they tell
+// when it answers again (the hub then reads every breaker): a store that
+// answers slowly is not asked for everything at every Resync.
 func (h *hub) nextSweep() []*shared {
 	n := len(h.list)
-	if h.down || n <= sweepPerResync {
+	if n <= sweepPerResync {
 		return slices.Clone(h.list)
 	}
 	list := make([]*shared, 0, sweepPerResync)

@@ -70,7 +70,11 @@ func (msg statusMsg) handle(m *Manager) {
 	}
 	if h.down {
 		h.down = false
-		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(msg.list))
+		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(h.list))
+		if len(msg.list) < len(h.list) {
+			// The sweep's few breakers answered: read the others.
+			m.readAll(h)
+		}
 	}
 	for i, sh := range msg.list {
 		if sh.b.removed {
