@@ -74,40 +74,96 @@ func startWith(tb testing.TB, conf string, extra ...string) *Server {
 // itself healthy.
 func StartCluster(tb testing.TB, n int) []string {
 	tb.Helper()
+	return StartClusterWithReplicas(tb, n, 0, 2*time.Second).Addrs()
+}
+
+// Cluster is a Redis Cluster started for a test: its servers, which a test
+// may Kill or Pause one by one.
+type Cluster struct {
+	// Nodes are the cluster's servers, in the order they were given to
+	// redis-cli --cluster create. Which of them are masters is the
+	// cluster's business (ask a node: ROLE, CLUSTER NODES).
+	Nodes []*Server
+}
+
+// StartClusterWithReplicas starts a Redis Cluster of masters masters (at
+// least 3), each with replicas replicas, every node on a free loopback port
+// with the given cluster-node-timeout (how long a node may be silent before
+// the others count it failed, and so what a failover waits for). It returns
+// once every node reports cluster_state:ok and knows every other node, and
+// every replica is in sync with its master; the servers stop when the test
+// ends.
+func StartClusterWithReplicas(tb testing.TB, masters, replicas int, nodeTimeout time.Duration) *Cluster {
+	tb.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		Binary(tb) // skips or fails the same way
 		tb.Skip("redis-cli not found on PATH; it comes with redis-server (Debian: apt-get install -y redis-server)")
 	}
-	var addrs []string
-	for range n {
-		s := startWith(tb, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-		addrs = append(addrs, s.Addr())
+	if masters < 3 || replicas < 0 {
+		tb.Fatalf("redistest: a cluster needs at least 3 masters and no negative count of replicas, got %d and %d", masters, replicas)
 	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	timeout := strconv.FormatInt(nodeTimeout.Milliseconds(), 10)
+	c := &Cluster{}
+	for range masters * (1 + replicas) {
+		c.Nodes = append(c.Nodes, startWith(tb, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", timeout))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ok := true
-		for _, a := range addrs {
-			host, port, _ := net.SplitHostPort(a)
-			out, err := exec.Command(cli, "-h", host, "-p", port, "cluster", "info").Output()
-			if err != nil || !strings.Contains(string(out), "cluster_state:ok") {
-				ok = false
-				break
+	known := "cluster_known_nodes:" + strconv.Itoa(len(c.Nodes))
+	healthy := func() bool {
+		for _, s := range c.Nodes {
+			info := cliOutput(cli, s, "cluster", "info")
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, known) {
+				return false
+			}
+			repl := cliOutput(cli, s, "info", "replication")
+			if strings.Contains(repl, "role:slave") && (!strings.Contains(repl, "master_link_status:up") || !strings.Contains(repl, "master_sync_in_progress:0")) {
+				return false
 			}
 		}
-		if ok {
-			return addrs
-		}
+		return true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !healthy() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("redistest: the cluster on %v did not become healthy within 15s", addrs)
+			tb.Fatalf("redistest: the cluster on %v did not become healthy, every replica in sync, within 30s", c.Addrs())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return c
+}
+
+// cliOutput runs a redis-cli command against s and returns its output,
+// empty if it failed.
+func cliOutput(cli string, s *Server, args ...string) string {
+	out, err := exec.Command(cli, append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.port)}, args...)...).Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+// Addrs returns the host:port of every node, in the order of Nodes.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// Server returns the node listening on addr (host:port), or nil.
+func (c *Cluster) Server(addr string) *Server {
+	for _, s := range c.Nodes {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	return nil
 }
 
 // StartSentinel starts a Redis Sentinel watching master under the name
