@@ -70,7 +70,8 @@ type Store struct {
 	channel   string
 	ttl       time.Duration
 	subscribe time.Duration
-	err       error // a configuration error, returned by every method
+	reload    *reloader // nil unless the client is a Cluster client
+	err       error     // a configuration error, returned by every method
 }
 
 var _ store.Store = (*Store)(nil)
@@ -88,7 +89,7 @@ var _ store.Store = (*Store)(nil)
 // redis.RingOptions); New refuses one without it, with an error naming the
 // option.
 func New(client redis.UniversalClient, opts Options) *Store {
-	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL}
+	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL, reload: newReloader(client)}
 	if s.prefix == "" {
 		s.prefix = "fusebox"
 	}
@@ -187,6 +188,14 @@ func wrap(op, name string, err error) error {
 	return fmt.Errorf("redisstore: %s %q: %w", op, name, err)
 }
 
+// fail returns err of op on the breaker name, wrapped, after asking a
+// Cluster client to reload the cluster's layout if err says a node cannot
+// be reached (see reloadEvery).
+func (s *Store) fail(op, name string, err error) error {
+	s.reload.after(err, time.Now())
+	return wrap(op, name, err)
+}
+
 // status reads a script's {epoch, open_pttl, probe_pttl}. An open marker
 // without expiry (PTTL -1) in an opened epoch is a forced opening.
 func status(v []int64) store.Status {
@@ -205,7 +214,7 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 	keys := []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	r, err := failureScript.Run(ctx, s.client, keys, ms(s.ttl), p.Quorum, p.Reporter).Result()
 	if err != nil {
-		return store.Verdict{}, wrap("record failure of", name, err)
+		return store.Verdict{}, s.fail("record failure of", name, err)
 	}
 	v, err := ints(r, 5)
 	if err != nil {
@@ -223,7 +232,7 @@ func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, 
 		return s.window(ctx, name, p, 0, successes)
 	}
 	if err := s.client.Del(ctx, s.Key(name, "failures"), s.Key(name, "reporters")).Err(); err != nil {
-		return store.Verdict{}, wrap("record success of", name, err)
+		return store.Verdict{}, s.fail("record success of", name, err)
 	}
 	return store.Verdict{}, nil
 }
@@ -239,7 +248,7 @@ func (s *Store) window(ctx context.Context, name string, p store.Policy, failure
 	keys := []string{s.Key(name, "window"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	r, err := windowScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
-		return store.Verdict{}, wrap("record the calls of", name, err)
+		return store.Verdict{}, s.fail("record the calls of", name, err)
 	}
 	v, err := ints(r, 6)
 	if err != nil {
@@ -256,7 +265,7 @@ func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
 	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), s.channel, name).Result()
 	if err != nil {
-		return store.Status{}, false, wrap("open", name, err)
+		return store.Status{}, false, s.fail("open", name, err)
 	}
 	v, err := ints(r, 4)
 	if err != nil {
@@ -273,7 +282,7 @@ func (s *Store) AcquireProbe(ctx context.Context, name, token string, epoch uint
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
 	r, err := probeScript.Run(ctx, s.client, keys, token, ms(lease), epoch).Result()
 	if err != nil {
-		return false, store.Status{}, wrap("acquire the probe of", name, err)
+		return false, store.Status{}, s.fail("acquire the probe of", name, err)
 	}
 	v, err := ints(r, 4)
 	if err != nil {
@@ -297,7 +306,7 @@ func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o
 	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), s.channel, name, epoch).Result()
 	if err != nil {
-		return store.Status{}, false, wrap("resolve the probe of", name, err)
+		return store.Status{}, false, s.fail("resolve the probe of", name, err)
 	}
 	v, err := ints(r, 4)
 	if err != nil {
@@ -314,7 +323,7 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
 	e, err := resetScript.Run(ctx, s.client, keys, s.channel, name).Int64()
 	if err != nil {
-		return store.Status{}, wrap("reset", name, err)
+		return store.Status{}, s.fail("reset", name, err)
 	}
 	return store.Status{Epoch: uint64(max(e, 0))}, nil
 }
@@ -327,7 +336,7 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
 	r, err := forceScript.Run(ctx, s.client, keys, s.channel, name).Result()
 	if err != nil {
-		return store.Status{}, wrap("force open", name, err)
+		return store.Status{}, s.fail("force open", name, err)
 	}
 	v, err := ints(r, 3)
 	if err != nil {
@@ -355,6 +364,7 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 		probe[i] = pipe.PTTL(ctx, s.Key(n, "probe"))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		s.reload.after(err, time.Now())
 		return nil, fmt.Errorf("redisstore: status of %d breakers: %w", len(names), err)
 	}
 	out := make([]store.Status, len(names))
@@ -364,6 +374,7 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 			err = cmp.Or(open[i].Err(), probe[i].Err())
 		}
 		if err != nil && !errors.Is(err, redis.Nil) {
+			s.reload.after(err, time.Now())
 			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], err)
 		}
 		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1 && e%2 == 1}
@@ -397,6 +408,7 @@ func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) 
 		if ctx.Err() != nil {
 			return nil
 		}
+		s.reload.after(err, time.Now())
 		return fmt.Errorf("redisstore: subscribe to %s: %w", s.channel, err)
 	}
 	// A blocked read does not watch ctx; closing the subscription ends it.
@@ -409,6 +421,7 @@ func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) 
 			if ctx.Err() != nil {
 				return nil
 			}
+			s.reload.after(err, time.Now())
 			return fmt.Errorf("redisstore: watch %s: %w", s.channel, err)
 		}
 		if c, ok := parseChange(msg.Payload); ok {
