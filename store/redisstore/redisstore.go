@@ -15,8 +15,12 @@
 //	fusebox:{N}:epoch     the epoch, advanced by every opening and closing: odd while opened
 //	fusebox:{N}:reporters who reported the failures counted, under a quorum (Policy.Quorum above 1)
 //
-// Changes are announced on the channel "fusebox:changes" as
-// "kind|milliseconds|epoch|name".
+// Changes are announced as "kind|milliseconds|epoch|name", on a Redis 7
+// Cluster on the shard channel of the breaker's slot,
+// "fusebox:changes:{tag}" (SPUBLISH, see ShardChannel), so that a change
+// reaches only the master of that slot and its replicas; elsewhere on the
+// one channel "fusebox:changes" (PUBLISH), which a Cluster would broadcast
+// to every node. Options.Pubsub chooses otherwise.
 //
 // Every event is one atomic script: a failure is counted and its expiry set
 // in one step; the open marker is set only if absent, so the first opener's
@@ -34,8 +38,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
@@ -52,10 +56,16 @@ type Options struct {
 	// FailureTTL is how long a run of consecutive failures is remembered
 	// after its last failure. Zero means store.DefaultFailureTTL.
 	FailureTTL time.Duration
-	// SubscribeTimeout bounds each subscription of Watch to the changes
-	// channel, and so how long a manager's Stop may wait for its watch
-	// while Redis hangs. Zero means DefaultSubscribeTimeout.
+	// SubscribeTimeout bounds each subscription of a watch: the writing
+	// of each subscription command, and the servers' confirmation of a
+	// batch of them after the last. So it bounds how long a manager's Stop
+	// may wait for its watch while Redis hangs. Zero means
+	// DefaultSubscribeTimeout.
 	SubscribeTimeout time.Duration
+	// Pubsub says where changes are announced: on a Cluster of Redis 7,
+	// shard channels, one per slot, by default; otherwise one classic
+	// channel. Zero means PubsubAuto.
+	Pubsub Pubsub
 }
 
 // DefaultSubscribeTimeout is the SubscribeTimeout of zero Options: the
@@ -70,8 +80,9 @@ type Store struct {
 	channel   string
 	ttl       time.Duration
 	subscribe time.Duration
-	reload    *reloader // nil unless the client is a Cluster client
-	err       error     // a configuration error, returned by every method
+	reload    *reloader    // nil unless the client is a Cluster client
+	found     atomic.Int32 // unknown, classic or sharded: where changes are announced
+	err       error        // a configuration error, returned by every method
 }
 
 var _ store.Store = (*Store)(nil)
@@ -110,6 +121,17 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.FailureTTL must not be negative, got %v", opts.FailureTTL)
 	case opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout must not be negative, got %v", opts.SubscribeTimeout)
+	case opts.Pubsub > PubsubSharded:
+		s.err = fmt.Errorf("redisstore: Options.Pubsub %v is none of PubsubAuto, PubsubClassic and PubsubSharded", opts.Pubsub)
+	}
+	_, cluster := client.(*redis.ClusterClient)
+	switch {
+	case opts.Pubsub == PubsubSharded && !cluster && s.err == nil:
+		s.err = fmt.Errorf("redisstore: Options.Pubsub is PubsubSharded, which needs a Cluster client (*redis.ClusterClient), not a %T", client)
+	case opts.Pubsub == PubsubSharded:
+		s.found.Store(sharded)
+	case opts.Pubsub == PubsubClassic || !cluster:
+		s.found.Store(classic)
 	}
 	s.channel = s.prefix + ":changes"
 	return s
@@ -152,7 +174,8 @@ func (s *Store) Check(name string) error {
 // "probe"), for inspection and tests.
 func (s *Store) Key(name, field string) string { return s.prefix + ":{" + name + "}:" + field }
 
-// Channel returns the name of the channel changes are published on.
+// Channel returns the name of the classic channel, on which changes are
+// announced unless they are announced on shard channels (Sharded).
 func (s *Store) Channel() string { return s.channel }
 
 func ms(d time.Duration) int64 {
@@ -262,8 +285,12 @@ func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time
 	if s.err != nil {
 		return store.Status{}, false, s.err
 	}
+	cmd, channel, err := s.announce(ctx, name)
+	if err != nil {
+		return store.Status{}, false, wrap("open", name, err)
+	}
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
-	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), s.channel, name).Result()
+	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), channel, name, cmd).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("open", name, err)
 	}
@@ -303,8 +330,12 @@ func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o
 	case classify.Failure:
 		verdict = "f"
 	}
+	cmd, channel, err := s.announce(ctx, name)
+	if err != nil {
+		return store.Status{}, false, wrap("resolve the probe of", name, err)
+	}
 	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
-	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), s.channel, name, epoch).Result()
+	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), channel, name, epoch, cmd).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("resolve the probe of", name, err)
 	}
@@ -320,8 +351,12 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	if s.err != nil {
 		return store.Status{}, s.err
 	}
+	cmd, channel, err := s.announce(ctx, name)
+	if err != nil {
+		return store.Status{}, wrap("reset", name, err)
+	}
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
-	e, err := resetScript.Run(ctx, s.client, keys, s.channel, name).Int64()
+	e, err := resetScript.Run(ctx, s.client, keys, channel, name, cmd).Int64()
 	if err != nil {
 		return store.Status{}, s.fail("reset", name, err)
 	}
@@ -333,8 +368,12 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 	if s.err != nil {
 		return store.Status{}, s.err
 	}
+	cmd, channel, err := s.announce(ctx, name)
+	if err != nil {
+		return store.Status{}, wrap("force open", name, err)
+	}
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
-	r, err := forceScript.Run(ctx, s.client, keys, s.channel, name).Result()
+	r, err := forceScript.Run(ctx, s.client, keys, channel, name, cmd).Result()
 	if err != nil {
 		return store.Status{}, s.fail("force open", name, err)
 	}
@@ -387,85 +426,4 @@ func positive(d time.Duration) time.Duration {
 		return 0
 	}
 	return d
-}
-
-// Watch implements store.Store with a subscription to the changes channel.
-func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) error {
-	if s.err != nil {
-		return s.err
-	}
-	// Subscribing is bounded by a deadline, which the client honours,
-	// whereas cancelling ctx would not end a read from a hung server (and
-	// the subscription cannot be closed while it connects): so the watch,
-	// and the manager's Stop that waits for it, end within SubscribeTimeout
-	// however Redis hangs.
-	subCtx, cancel := context.WithTimeout(ctx, s.subscribe)
-	sub := s.client.Subscribe(subCtx, s.channel)
-	defer sub.Close()
-	_, err := sub.Receive(subCtx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		s.reload.after(err, time.Now())
-		return fmt.Errorf("redisstore: subscribe to %s: %w", s.channel, err)
-	}
-	// A blocked read does not watch ctx; closing the subscription ends it.
-	stop := context.AfterFunc(ctx, func() { sub.Close() })
-	defer stop()
-	ready()
-	for {
-		msg, err := sub.ReceiveMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			s.reload.after(err, time.Now())
-			return fmt.Errorf("redisstore: watch %s: %w", s.channel, err)
-		}
-		if c, ok := parseChange(msg.Payload); ok {
-			fn(c)
-		}
-	}
-}
-
-// parseChange reads "kind|milliseconds|epoch|name".
-func parseChange(p string) (store.Change, bool) {
-	kind, rest, ok := strings.Cut(p, "|")
-	if !ok {
-		return store.Change{}, false
-	}
-	num, rest, ok := strings.Cut(rest, "|")
-	if !ok {
-		return store.Change{}, false
-	}
-	ep, name, ok := strings.Cut(rest, "|")
-	if !ok {
-		return store.Change{}, false
-	}
-	d, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return store.Change{}, false
-	}
-	e, err := strconv.ParseUint(ep, 10, 64)
-	if err != nil {
-		return store.Change{}, false
-	}
-	c := store.Change{Name: name, Epoch: e, Open: fromMS(d)}
-	switch kind {
-	case "opened":
-		c.Kind = store.Opened
-	case "closed":
-		c.Kind = store.Closed
-	case "released":
-		c.Kind = store.Released
-	case "reset":
-		c.Kind = store.Reset
-	case "forced":
-		c.Kind = store.Forced
-	default:
-		return store.Change{}, false
-	}
-	return c, true
 }

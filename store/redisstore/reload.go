@@ -68,7 +68,7 @@ func (r *reloader) after(err error, now time.Time) bool {
 // serves: a connection refused, reset or closed (EOF), a timeout or a
 // deadline, or one of the replies a cluster gives while its layout
 // changes (CLUSTERDOWN, READONLY from a master turned replica, TRYAGAIN,
-// MASTERDOWN, MOVED). A deadline counts: a node gone without a word (a
+// MASTERDOWN, MOVED, a shard channel dropped by its node). A deadline counts: a node gone without a word (a
 // host down, a partition) answers nothing until the caller's deadline. A
 // cancelled call, or any other reply of Redis, says nothing of the
 // layout.
@@ -76,6 +76,8 @@ func unreachable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		return false
+	case errors.Is(err, errSlotMoved):
+		return true
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, context.DeadlineExceeded):

@@ -108,7 +108,8 @@ return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL',
 // (or the store is behind it), for period, and announces it.
 //
 // KEYS: open, probe, epoch. ARGV: epoch, period_ms (0: the period is over
-// already), channel, name.
+// already), channel, name, publish (the command that announces: PUBLISH or
+// SPUBLISH; a shard channel is in the breaker's slot).
 // Returns {opened, epoch, open_pttl, probe_pttl}. An open_pttl of -1 (a
 // marker without expiry) is a forced opening, in every script's reply.
 var openScript = redis.NewScript(`
@@ -125,7 +126,7 @@ else
   redis.call('DEL', KEYS[1])
 end
 redis.call('DEL', KEYS[2])
-redis.call('PUBLISH', ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[4])
+redis.call(ARGV[5], ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[4])
 return {1, e, tonumber(ARGV[2]), 0}
 `)
 
@@ -162,7 +163,8 @@ return {1, e, 0, tonumber(ARGV[2])}
 // holds the lease of its epoch.
 //
 // KEYS: probe, open, failures, window, epoch, reporters.
-// ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch.
+// ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch,
+// publish.
 // Returns {applied, epoch, open_pttl, probe_pttl}.
 var resolveScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[5]) or '0')
@@ -173,13 +175,13 @@ redis.call('DEL', KEYS[1])
 if ARGV[2] == 's' then
   e = redis.call('INCR', KEYS[5])
   redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6])
-  redis.call('PUBLISH', ARGV[4], 'closed|0|' .. e .. '|' .. ARGV[5])
+  redis.call(ARGV[7], ARGV[4], 'closed|0|' .. e .. '|' .. ARGV[5])
 elseif ARGV[2] == 'f' then
   e = redis.call('INCRBY', KEYS[5], 2)
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-  redis.call('PUBLISH', ARGV[4], 'opened|' .. ARGV[3] .. '|' .. e .. '|' .. ARGV[5])
+  redis.call(ARGV[7], ARGV[4], 'opened|' .. ARGV[3] .. '|' .. e .. '|' .. ARGV[5])
 else
-  redis.call('PUBLISH', ARGV[4], 'released|0|' .. e .. '|' .. ARGV[5])
+  redis.call(ARGV[7], ARGV[4], 'released|0|' .. e .. '|' .. ARGV[5])
 end
 return {1, e, redis.call('PTTL', KEYS[2]), 0}
 `)
@@ -188,14 +190,14 @@ return {1, e, redis.call('PTTL', KEYS[2]), 0}
 // next closed one, and announces it.
 //
 // KEYS: open, probe, failures, window, epoch, reporters. ARGV: channel,
-// name.
+// name, publish.
 // Returns the epoch.
 var resetScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[5]) or '0')
 e = e + 2 - e % 2
 redis.call('SET', KEYS[5], e)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6])
-redis.call('PUBLISH', ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
+redis.call(ARGV[3], ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
 return e
 `)
 
@@ -204,7 +206,7 @@ return e
 // the lease goes, and the open marker is set without expiry. A breaker
 // already forced is left as it is.
 //
-// KEYS: open, probe, epoch. ARGV: channel, name.
+// KEYS: open, probe, epoch. ARGV: channel, name, publish.
 // Returns {epoch, open_pttl, probe_pttl}.
 var forceScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -215,6 +217,6 @@ e = e + 1 + e % 2
 redis.call('SET', KEYS[3], e)
 redis.call('SET', KEYS[1], 'forced')
 redis.call('DEL', KEYS[2])
-redis.call('PUBLISH', ARGV[1], 'forced|0|' .. e .. '|' .. ARGV[2])
+redis.call(ARGV[3], ARGV[1], 'forced|0|' .. e .. '|' .. ARGV[2])
 return {e, -1, 0}
 `)

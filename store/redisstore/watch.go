@@ -1,0 +1,386 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fusebox-go/fusebox/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// Watch implements store.Store. It subscribes to every channel changes
+// are announced on: the classic channel, or, on a Cluster that announces
+// on shard channels, the shard channel of every one of the 16,384 slots,
+// on one connection per master.
+func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.watch(ctx, nil, func([]string) { ready() }, fn)
+}
+
+// namesSettle is how long a watch lets a changing list of names settle
+// before it reads the list again: breakers registered in a loop are
+// subscribed in a few batches, not with one pass over the whole list for
+// each.
+const namesSettle = time.Millisecond
+
+// errSlotMoved is why a watch ends when a node drops one of its shard
+// channels, as a Cluster does when the channel's slot moves to another
+// node (a failover, a resharding).
+var errSlotMoved = errors.New("the node dropped the subscription: the channel's slot moved to another node")
+
+// watch runs Watch (names nil: every breaker) and WatchNames.
+func (s *Store) watch(ctx context.Context, names func() ([]string, <-chan struct{}), ready func([]string), fn func(store.Change)) error {
+	subCtx, cancel := context.WithTimeout(ctx, s.subscribe)
+	sh, err := s.Sharded(subCtx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w := &watcher{
+		s:        s,
+		sharded:  sh,
+		ready:    ready,
+		fn:       fn,
+		heard:    make(chan heard, 256),
+		subs:     map[string]*subscription{},
+		channels: map[string]*channel{},
+		names:    map[string]bool{},
+	}
+	w.readCtx, w.stopReading = context.WithCancel(ctx)
+	defer w.close()
+
+	var list []string
+	var changed <-chan struct{}
+	if names != nil {
+		list, changed = names()
+	}
+	if err := w.add(ctx, list, names == nil); err != nil {
+		return w.failed(ctx, err)
+	}
+	expiry := time.NewTimer(time.Hour)
+	defer expiry.Stop()
+	settle := time.NewTimer(time.Hour)
+	defer settle.Stop()
+	var settling <-chan time.Time
+	for {
+		var expired <-chan time.Time
+		if len(w.waiting) > 0 {
+			expiry.Reset(time.Until(w.waiting[0].deadline))
+			expired = expiry.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case h := <-w.heard:
+			if err := w.hear(h); err != nil {
+				return w.failed(ctx, err)
+			}
+		case <-changed:
+			changed = nil
+			settle.Reset(namesSettle)
+			settling = settle.C
+		case <-settling:
+			settling = nil
+			list, changed = names()
+			if err := w.add(ctx, list, false); err != nil {
+				return w.failed(ctx, err)
+			}
+		case <-expired:
+			b := w.waiting[0]
+			return w.failed(ctx, fmt.Errorf("redisstore: subscribe to the channels of %d breakers: not confirmed within %v: %w", len(b.names), w.s.subscribe, context.DeadlineExceeded))
+		}
+	}
+}
+
+// A watcher is one run of a watch: a subscription per node (one, to the
+// classic channel, when changes are not announced on shard channels),
+// each read by a goroutine of its own, and what it subscribed to and who
+// waits for it. Its fields are the watch's goroutine's, but for the
+// readers' heard, readCtx and readers.
+type watcher struct {
+	s       *Store
+	sharded bool
+	ready   func([]string)
+	fn      func(store.Change)
+
+	heard       chan heard
+	readCtx     context.Context // the readers', ended with the watch
+	stopReading context.CancelFunc
+	readers     sync.WaitGroup
+
+	subs     map[string]*subscription // by node address; "" for the classic channel
+	channels map[string]*channel      // every channel subscribed to, by name
+	names    map[string]bool          // every breaker asked for
+	waiting  []*batch                 // batches not confirmed yet, oldest first
+	started  bool                     // the first batch was made
+}
+
+// A subscription is a connection to one node and its goroutine.
+type subscription struct {
+	addr    string // "" for the classic channel
+	ps      *redis.PubSub
+	reading bool // its reader runs
+}
+
+// heard is what a reader received: a message, a confirmation, or the error
+// that ended its subscription.
+type heard struct {
+	sub *subscription
+	msg any
+	err error
+}
+
+// A channel is one subscribed channel, and the batches that wait for its
+// confirmation.
+type channel struct {
+	confirmed bool
+	waiting   []*batch
+}
+
+// A batch is the breakers one reading of the list added: ready is called
+// with them once each of their channels is confirmed.
+type batch struct {
+	names    []string
+	left     int // channels not confirmed yet
+	deadline time.Time
+}
+
+// add subscribes to the channels of the breakers of list it was not asked
+// for before (all: to every channel changes are announced on) and calls
+// ready with them once their channels are confirmed. Each subscription
+// must be written within SubscribeTimeout, and the batch confirmed within
+// SubscribeTimeout of the last; add gives up once ctx is done.
+func (w *watcher) add(ctx context.Context, list []string, all bool) error {
+	b := &batch{}
+	need := func(name string) error {
+		c := w.channels[name]
+		if c == nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			c = &channel{}
+			w.channels[name] = c
+			subCtx, cancel := context.WithTimeout(ctx, w.s.subscribe)
+			err := w.subscribe(subCtx, name)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		if !c.confirmed && (len(c.waiting) == 0 || c.waiting[len(c.waiting)-1] != b) {
+			c.waiting = append(c.waiting, b)
+			b.left++
+		}
+		return nil
+	}
+	switch {
+	case all && w.sharded:
+		for slot := range slots {
+			if err := need(slotChannel(w.s.prefix, slot)); err != nil {
+				return err
+			}
+		}
+	case all:
+		if err := need(w.s.channel); err != nil {
+			return err
+		}
+	default:
+		for _, n := range list {
+			if w.names[n] {
+				continue
+			}
+			w.names[n] = true
+			b.names = append(b.names, n)
+			ch := w.s.channel
+			if w.sharded {
+				ch = w.s.ShardChannel(n)
+			}
+			if err := need(ch); err != nil {
+				return err
+			}
+		}
+	}
+	first := !w.started
+	w.started = true
+	switch {
+	case b.left > 0:
+		b.deadline = time.Now().Add(w.s.subscribe)
+		w.waiting = append(w.waiting, b)
+	case first || len(b.names) > 0:
+		w.ready(b.names)
+	}
+	return nil
+}
+
+// subscribe subscribes to channel name, on the master of its slot for a
+// shard channel, and starts the connection's reader if it is new.
+func (w *watcher) subscribe(ctx context.Context, name string) error {
+	if !w.sharded {
+		// One channel, one subscription: the client picks the node. A
+		// failure to subscribe comes back as the reader's first error.
+		sub := &subscription{ps: w.s.client.Subscribe(ctx, name)}
+		w.subs[""] = sub
+		w.read(sub)
+		return nil
+	}
+	cc := w.s.client.(*redis.ClusterClient) // sharded only on a Cluster
+	node, err := cc.MasterForKey(ctx, name)
+	if err != nil {
+		return fmt.Errorf("redisstore: find the master of shard channel %s: %w", name, err)
+	}
+	addr := node.Options().Addr
+	sub := w.subs[addr]
+	if sub == nil {
+		sub = &subscription{addr: addr, ps: node.SSubscribe(ctx)}
+		w.subs[addr] = sub
+	}
+	if err := sub.ps.SSubscribe(ctx, name); err != nil {
+		return fmt.Errorf("redisstore: subscribe to shard channel %s on %s: %w", name, addr, err)
+	}
+	w.read(sub)
+	return nil
+}
+
+// read starts sub's reader, unless it runs: it hands every message,
+// confirmation and error sub receives to the watch, until an error or the
+// end of the watch.
+func (w *watcher) read(sub *subscription) {
+	if sub.reading {
+		return
+	}
+	sub.reading = true
+	w.readers.Add(1)
+	go func() {
+		defer w.readers.Done()
+		for {
+			msg, err := sub.ps.Receive(w.readCtx)
+			select {
+			case w.heard <- heard{sub: sub, msg: msg, err: err}:
+			case <-w.readCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// hear handles what a reader received.
+func (w *watcher) hear(h heard) error {
+	if h.err != nil {
+		return fmt.Errorf("redisstore: watch %s: %w", w.what(h.sub), h.err)
+	}
+	switch m := h.msg.(type) {
+	case *redis.Message:
+		if c, ok := parseChange(m.Payload); ok {
+			w.fn(c)
+		}
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			w.confirm(m.Channel)
+		case "unsubscribe", "sunsubscribe":
+			// The watch never unsubscribes.
+			return fmt.Errorf("redisstore: watch %s: %s: %w", w.what(h.sub), m.Channel, errSlotMoved)
+		}
+	}
+	return nil
+}
+
+// confirm marks channel name confirmed, and calls ready with every batch
+// that waited for it last.
+func (w *watcher) confirm(name string) {
+	c := w.channels[name]
+	if c == nil || c.confirmed {
+		return
+	}
+	c.confirmed = true
+	for _, b := range c.waiting {
+		if b.left--; b.left == 0 {
+			w.waiting = slices.DeleteFunc(w.waiting, func(x *batch) bool { return x == b })
+			w.ready(b.names)
+		}
+	}
+	c.waiting = nil
+}
+
+// what names the channels of sub, for errors.
+func (w *watcher) what(sub *subscription) string {
+	if sub.addr == "" {
+		return w.s.channel
+	}
+	return "the shard channels on " + sub.addr
+}
+
+// failed returns err as the watch's error, after asking a Cluster client
+// to reload the cluster's layout if err says a node cannot be reached;
+// nil once ctx is done, which is why a subscription was cut short.
+func (w *watcher) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	w.s.reload.after(err, time.Now())
+	return err
+}
+
+// close ends every subscription and waits for the readers. A blocked read
+// does not watch a context; closing its subscription ends it.
+func (w *watcher) close() {
+	w.stopReading()
+	for _, sub := range w.subs {
+		_ = sub.ps.Close()
+	}
+	w.readers.Wait()
+}
+
+// parseChange reads "kind|milliseconds|epoch|name".
+func parseChange(p string) (store.Change, bool) {
+	kind, rest, ok := strings.Cut(p, "|")
+	if !ok {
+		return store.Change{}, false
+	}
+	num, rest, ok := strings.Cut(rest, "|")
+	if !ok {
+		return store.Change{}, false
+	}
+	ep, name, ok := strings.Cut(rest, "|")
+	if !ok {
+		return store.Change{}, false
+	}
+	d, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return store.Change{}, false
+	}
+	e, err := strconv.ParseUint(ep, 10, 64)
+	if err != nil {
+		return store.Change{}, false
+	}
+	c := store.Change{Name: name, Epoch: e, Open: fromMS(d)}
+	switch kind {
+	case "opened":
+		c.Kind = store.Opened
+	case "closed":
+		c.Kind = store.Closed
+	case "released":
+		c.Kind = store.Released
+	case "reset":
+		c.Kind = store.Reset
+	case "forced":
+		c.Kind = store.Forced
+	default:
+		return store.Change{}, false
+	}
+	return c, true
+}
