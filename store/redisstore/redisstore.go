@@ -20,7 +20,10 @@
 // "fusebox:changes:{tag}" (SPUBLISH, see ShardChannel), so that a change
 // reaches only the master of that slot and its replicas; elsewhere on the
 // one channel "fusebox:changes" (PUBLISH), which a Cluster would broadcast
-// to every node. Options.Pubsub chooses otherwise.
+// to every node. Options.Pubsub chooses otherwise. Watch hears every
+// breaker; WatchNames hears the breakers it is told of, which on a Cluster
+// takes a subscription per slot of those breakers instead of one per slot
+// of the cluster.
 //
 // Every event is one atomic script: a failure is counted and its expiry set
 // in one step; the open marker is set only if absent, so the first opener's

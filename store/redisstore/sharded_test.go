@@ -46,6 +46,7 @@ func TestClusterPubsub(t *testing.T) {
 	})
 	t.Run("Carriers", func(t *testing.T) { carriers(t, cl) })
 	t.Run("WatchEverySlot", func(t *testing.T) { watchEverySlot(t, cl) })
+	t.Run("WatchNames10000", func(t *testing.T) { watchNames10000(t, cl) })
 }
 
 // Watch on a Cluster that announces on shard channels subscribes to the

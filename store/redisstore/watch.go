@@ -17,12 +17,50 @@ import (
 // Watch implements store.Store. It subscribes to every channel changes
 // are announced on: the classic channel, or, on a Cluster that announces
 // on shard channels, the shard channel of every one of the 16,384 slots,
-// on one connection per master.
+// on one connection per master. WatchNames subscribes to the channels of
+// the breakers a caller names only.
 func (s *Store) Watch(ctx context.Context, ready func(), fn func(store.Change)) error {
 	if s.err != nil {
 		return s.err
 	}
 	return s.watch(ctx, nil, func([]string) { ready() }, fn)
+}
+
+// WatchNames is Watch for the breakers names lists, which may change while
+// it runs: on a Cluster that announces on shard channels, it subscribes
+// only to the channels of the slots of those breakers, on their masters.
+//
+// It calls names when it starts, and again each time the channel names
+// returned with the last list is ready to receive (closed, or sent a
+// value); names returns every breaker to watch from then on, and a
+// channel that becomes ready when that list changes next (nil if it never
+// will). A caller appends and removes names and closes the channel it
+// returned last, as Register and Remove would.
+//
+// It calls ready with breakers whose changes it can no longer miss: once
+// with every breaker of the first list (none, if it is empty), once their
+// subscriptions are in place, and then with the breakers each later list
+// adds, once theirs are. A caller reads the state of the breakers ready
+// names, as the caller of Watch reads after ready. It calls fn with every
+// change of a breaker it watches, in order for each breaker, and perhaps
+// with changes of others (on a shard channel, every breaker of the slot);
+// a breaker dropped from the list may still be heard until the watch
+// ends.
+//
+// It returns as Watch does: nil once ctx is done, or the error that ended
+// a subscription (the store may then be unreachable; call it again, and
+// every breaker of the first list is subscribed anew); the subscriptions
+// of each list are bounded as Options.SubscribeTimeout says. names, ready
+// and fn must not block; WatchNames calls them on the goroutine that
+// called it.
+func (s *Store) WatchNames(ctx context.Context, names func() ([]string, <-chan struct{}), ready func(names []string), fn func(store.Change)) error {
+	if s.err != nil {
+		return s.err
+	}
+	if names == nil || ready == nil || fn == nil {
+		return errors.New("redisstore: WatchNames needs names, ready and fn")
+	}
+	return s.watch(ctx, names, ready, fn)
 }
 
 // namesSettle is how long a watch lets a changing list of names settle

@@ -47,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("EpochsFenceLateDecisions", func(t *testing.T) { epochs(t, h) })
 	t.Run("WindowPolicy", func(t *testing.T) { window(t, h) })
 	t.Run("WatchDeliversChangesInOrder", func(t *testing.T) { watch(t, h) })
+	t.Run("WatchNamesFollowsTheList", func(t *testing.T) { watchNames(t, h) })
 	t.Run("ForceOpenHoldsUntilReset", func(t *testing.T) { forceOpen(t, h) })
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
 	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
