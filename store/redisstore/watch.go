@@ -196,43 +196,29 @@ type batch struct {
 
 // add subscribes to the channels of the breakers of list it was not asked
 // for before (all: to every channel changes are announced on) and calls
-// ready with them once their channels are confirmed. Each subscription
-// must be written within SubscribeTimeout, and the batch confirmed within
-// SubscribeTimeout of the last; add gives up once ctx is done.
+// ready with them once their channels are confirmed.
 func (w *watcher) add(ctx context.Context, list []string, all bool) error {
 	b := &batch{}
-	need := func(name string) error {
+	var fresh []string // channels to subscribe to
+	need := func(name string) {
 		c := w.channels[name]
 		if c == nil {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
 			c = &channel{}
 			w.channels[name] = c
-			subCtx, cancel := context.WithTimeout(ctx, w.s.subscribe)
-			err := w.subscribe(subCtx, name)
-			cancel()
-			if err != nil {
-				return err
-			}
+			fresh = append(fresh, name)
 		}
 		if !c.confirmed && (len(c.waiting) == 0 || c.waiting[len(c.waiting)-1] != b) {
 			c.waiting = append(c.waiting, b)
 			b.left++
 		}
-		return nil
 	}
 	switch {
 	case all && w.sharded:
 		for slot := range slots {
-			if err := need(slotChannel(w.s.prefix, slot)); err != nil {
-				return err
-			}
+			need(slotChannel(w.s.prefix, slot))
 		}
 	case all:
-		if err := need(w.s.channel); err != nil {
-			return err
-		}
+		need(w.s.channel)
 	default:
 		for _, n := range list {
 			if w.names[n] {
@@ -240,14 +226,15 @@ func (w *watcher) add(ctx context.Context, list []string, all bool) error {
 			}
 			w.names[n] = true
 			b.names = append(b.names, n)
-			ch := w.s.channel
 			if w.sharded {
-				ch = w.s.ShardChannel(n)
-			}
-			if err := need(ch); err != nil {
-				return err
+				need(w.s.ShardChannel(n))
+			} else {
+				need(w.s.channel)
 			}
 		}
+	}
+	if err := w.subscribe(ctx, fresh); err != nil {
+		return err
 	}
 	first := !w.started
 	w.started = true
@@ -261,32 +248,70 @@ func (w *watcher) add(ctx context.Context, list []string, all bool) error {
 	return nil
 }
 
-// subscribe subscribes to channel name, on the master of its slot for a
-// shard channel, and starts the connection's reader if it is new.
-func (w *watcher) subscribe(ctx context.Context, name string) error {
+// subscribe subscribes to the channels names, each shard channel on the
+// master of its slot, and starts the reader of each new connection. Each
+// subscription must be written within SubscribeTimeout (the batch is then
+// to be confirmed within SubscribeTimeout of the last); subscribe gives up
+// once ctx is done. It sends one subscription to each master first, so
+// that a master that cannot be reached (a failover the client has not
+// seen yet) fails the watch before the others are sent thousands.
+func (w *watcher) subscribe(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
 	if !w.sharded {
 		// One channel, one subscription: the client picks the node. A
 		// failure to subscribe comes back as the reader's first error.
-		sub := &subscription{ps: w.s.client.Subscribe(ctx, name)}
+		subCtx, cancel := context.WithTimeout(ctx, w.s.subscribe)
+		defer cancel()
+		sub := &subscription{ps: w.s.client.Subscribe(subCtx, names[0])}
 		w.subs[""] = sub
 		w.read(sub)
 		return nil
 	}
 	cc := w.s.client.(*redis.ClusterClient) // sharded only on a Cluster
-	node, err := cc.MasterForKey(ctx, name)
-	if err != nil {
-		return fmt.Errorf("redisstore: find the master of shard channel %s: %w", name, err)
+	var nodes []*subscription
+	byNode := map[*subscription][]string{}
+	for _, name := range names {
+		node, err := cc.MasterForKey(ctx, name)
+		if err != nil {
+			return fmt.Errorf("redisstore: find the master of shard channel %s: %w", name, err)
+		}
+		addr := node.Options().Addr
+		sub := w.subs[addr]
+		if sub == nil {
+			sub = &subscription{addr: addr, ps: node.SSubscribe(ctx)}
+			w.subs[addr] = sub
+		}
+		if _, ok := byNode[sub]; !ok {
+			nodes = append(nodes, sub)
+		}
+		byNode[sub] = append(byNode[sub], name)
 	}
-	addr := node.Options().Addr
-	sub := w.subs[addr]
-	if sub == nil {
-		sub = &subscription{addr: addr, ps: node.SSubscribe(ctx)}
-		w.subs[addr] = sub
+	send := func(sub *subscription, name string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		subCtx, cancel := context.WithTimeout(ctx, w.s.subscribe)
+		defer cancel()
+		if err := sub.ps.SSubscribe(subCtx, name); err != nil {
+			return fmt.Errorf("redisstore: subscribe to shard channel %s on %s: %w", name, sub.addr, err)
+		}
+		w.read(sub)
+		return nil
 	}
-	if err := sub.ps.SSubscribe(ctx, name); err != nil {
-		return fmt.Errorf("redisstore: subscribe to shard channel %s on %s: %w", name, addr, err)
+	for _, sub := range nodes {
+		if err := send(sub, byNode[sub][0]); err != nil {
+			return err
+		}
 	}
-	w.read(sub)
+	for _, sub := range nodes {
+		for _, name := range byNode[sub][1:] {
+			if err := send(sub, name); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
