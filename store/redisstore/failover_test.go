@@ -1,10 +1,12 @@
 package redisstore_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,30 +40,34 @@ func failoverRuns(t *testing.T) int {
 // master of the breaker's slot is killed (SIGKILL). The cluster promotes
 // its replica about two seconds later; within 2s of the promotion both
 // managers follow the store again (StoreDown is false) and a Reset by one
-// reaches the other.
+// reaches the other. It runs with changes on shard channels and on the
+// classic channel, and says what the failover cost: the time on the
+// fallback, and the commands the surviving nodes ran meanwhile.
 func TestClusterFailover(t *testing.T) {
 	runs := failoverRuns(t)
 	var lines []string
-	for run := range runs {
-		t.Run(fmt.Sprint(run), func(t *testing.T) {
-			lines = append(lines, failoverOnce(t))
-		})
+	for _, mode := range []redisstore.Pubsub{redisstore.PubsubSharded, redisstore.PubsubClassic} {
+		for run := range runs {
+			t.Run(fmt.Sprintf("%v/%d", mode, run), func(t *testing.T) {
+				lines = append(lines, fmt.Sprintf("%v %d: %s", mode, run, failoverOnce(t, mode)))
+			})
+		}
 	}
-	for i, l := range lines {
-		t.Logf("run %d: %s", i, l)
+	for _, l := range lines {
+		t.Log(l)
 	}
 }
 
 // failoverOnce makes one failover on a cluster of its own and says what
 // it measured.
-func failoverOnce(t *testing.T) string {
+func failoverOnce(t *testing.T, mode redisstore.Pubsub) string {
 	cl := redistest.StartClusterWithReplicas(t, 3, 1, time.Second)
 	t.Cleanup(func() { waitClientsIdle(t) }) // after every client is closed
 	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: time.Hour}}
 	opts := manager.Options{Logger: quiet, Resync: 200 * time.Millisecond, StoreTimeout: 200 * time.Millisecond}
 	var peers []*clusterPeer
 	for range 2 {
-		peers = append(peers, startClusterPeer(t, cl.Addrs(), "svc", cfg, opts))
+		peers = append(peers, startClusterPeer(t, cl.Addrs(), "svc", cfg, opts, redisstore.Options{Pubsub: mode}))
 	}
 	a, b := peers[0], peers[1]
 	for range 3 {
@@ -71,6 +77,14 @@ func failoverOnce(t *testing.T) string {
 	waitFor(t, 5*time.Second, "the other peer follows the opening", func() bool { return b.b.State() == breaker.Open })
 
 	master, replica := slotOwners(t, cl, a.st.Key("svc", "epoch"))
+	survivors := map[string]*redis.Client{}
+	for _, addr := range cl.Addrs() {
+		if addr != master {
+			survivors[addr] = redis.NewClient(&redis.Options{Addr: addr})
+			defer survivors[addr].Close()
+		}
+	}
+	before := commandCounts(t, survivors)
 	killed := time.Now()
 	cl.Server(master).Kill()
 	for _, p := range peers {
@@ -78,10 +92,8 @@ func failoverOnce(t *testing.T) string {
 	}
 	down := time.Since(killed)
 
-	admin := redis.NewClient(&redis.Options{Addr: replica})
-	defer admin.Close()
 	waitFor(t, 10*time.Second, "the replica is promoted", func() bool {
-		role, err := admin.Do(context.Background(), "ROLE").Slice()
+		role, err := survivors[replica].Do(context.Background(), "ROLE").Slice()
 		return err == nil && len(role) > 0 && role[0] == "master"
 	})
 	promoted := time.Now()
@@ -92,12 +104,84 @@ func failoverOnce(t *testing.T) string {
 	})
 	back := time.Since(promoted)
 	require.NoError(t, a.b.Reset())
-	waitFor(t, 60*time.Second, "a Reset by one peer reaches the other", func() bool { return b.b.State() == breaker.Closed })
+	waitFor(t, 70*time.Second, "a Reset by one peer reaches the other", func() bool { return b.b.State() == breaker.Closed })
 	reached := time.Since(promoted)
 	assert.LessOrEqual(t, reached, within, "from the promotion to a Reset by one peer seen by the other")
 	assert.False(t, a.b.Stats().StoreDown || b.b.Stats().StoreDown, "StoreDown after the Reset went through")
-	return fmt.Sprintf("fallback %v after the kill; promoted %v after the kill; store followed again %v after the promotion; a Reset seen by the other %v after it",
-		down.Round(time.Millisecond), promoted.Sub(killed).Round(time.Millisecond), back.Round(time.Millisecond), reached.Round(time.Millisecond))
+	// Both watches subscribed again: the failover is over for the fleet.
+	waitFor(t, 10*time.Second, "both watches subscribe again", func() bool {
+		var n int64
+		for _, c := range survivors {
+			var counts map[string]int64
+			var err error
+			if mode == redisstore.PubsubSharded {
+				counts, err = c.PubSubShardNumSub(context.Background(), a.st.ShardChannel("svc")).Result()
+			} else {
+				counts, err = c.PubSubNumSub(context.Background(), a.st.Channel()).Result()
+			}
+			if err == nil {
+				for _, v := range counts {
+					n += v
+				}
+			}
+		}
+		return n == 2
+	})
+	over := time.Since(promoted)
+	ran := commandCounts(t, survivors)
+	for cmd, n := range before {
+		ran[cmd] -= n
+	}
+	return fmt.Sprintf("fallback %v after the kill; promoted %v after the kill; store followed again %v after the promotion; a Reset seen by the other %v after it; both watches subscribed again %v after it; from the kill on, the survivors ran %s",
+		down.Round(time.Millisecond), promoted.Sub(killed).Round(time.Millisecond), back.Round(time.Millisecond), reached.Round(time.Millisecond), over.Round(time.Millisecond), describeCommands(ran))
+}
+
+// commandCounts sums INFO commandstats's calls by command over nodes, but
+// for the test's own (INFO, ROLE, PUBSUB).
+func commandCounts(t *testing.T, nodes map[string]*redis.Client) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, c := range nodes {
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+			cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
+			if !ok || !isCmd || cmd == "info" || cmd == "role" || strings.HasPrefix(cmd, "pubsub") {
+				continue
+			}
+			for _, f := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "calls="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					out[cmd] += n
+				}
+			}
+		}
+	}
+	return out
+}
+
+// describeCommands lists the commands that ran, most first.
+func describeCommands(ran map[string]int64) string {
+	var cmds []string
+	var total int64
+	for cmd, n := range ran {
+		if n > 0 {
+			cmds = append(cmds, cmd)
+			total += n
+		}
+	}
+	slices.SortFunc(cmds, func(x, y string) int { return cmp.Compare(ran[y], ran[x]) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d commands (", total)
+	for i, cmd := range cmds {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", cmd, ran[cmd])
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 // clusterPeer is one manager with its own Cluster client.
@@ -108,10 +192,10 @@ type clusterPeer struct {
 	st *redisstore.Store
 }
 
-func startClusterPeer(t *testing.T, addrs []string, name string, cfg manager.Config, opts manager.Options) *clusterPeer {
+func startClusterPeer(t *testing.T, addrs []string, name string, cfg manager.Config, opts manager.Options, sopts redisstore.Options) *clusterPeer {
 	t.Helper()
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
-	st := redisstore.New(c, redisstore.Options{})
+	st := redisstore.New(c, sopts)
 	cfg.Store = st
 	m := manager.Start(opts)
 	p := &clusterPeer{m: m, c: c, st: st}
