@@ -65,9 +65,23 @@ func failoverOnce(t *testing.T, mode redisstore.Pubsub) string {
 	t.Cleanup(func() { waitClientsIdle(t) }) // after every client is closed
 	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: time.Hour}}
 	opts := manager.Options{Logger: quiet, Resync: 200 * time.Millisecond, StoreTimeout: 200 * time.Millisecond}
+	// On the classic channel, the breaker lives on the master of that
+	// channel's slot, so that the kill ends the watches too, as it does on
+	// shard channels.
+	name := "svc"
+	if mode == redisstore.PubsubClassic {
+		st := redisstore.New(nil, redisstore.Options{}) // for its names only
+		channelMaster, _ := slotOwners(t, cl, st.Channel())
+		for i := 1; ; i++ {
+			if m, _ := slotOwners(t, cl, st.Key(name, "epoch")); m == channelMaster {
+				break
+			}
+			name = fmt.Sprintf("svc-%d", i)
+		}
+	}
 	var peers []*clusterPeer
 	for range 2 {
-		peers = append(peers, startClusterPeer(t, cl.Addrs(), "svc", cfg, opts, redisstore.Options{Pubsub: mode}))
+		peers = append(peers, startClusterPeer(t, cl.Addrs(), name, cfg, opts, redisstore.Options{Pubsub: mode}))
 	}
 	a, b := peers[0], peers[1]
 	for range 3 {
@@ -76,7 +90,7 @@ func failoverOnce(t *testing.T, mode redisstore.Pubsub) string {
 	require.Equal(t, breaker.Open, a.b.State())
 	waitFor(t, 5*time.Second, "the other peer follows the opening", func() bool { return b.b.State() == breaker.Open })
 
-	master, replica := slotOwners(t, cl, a.st.Key("svc", "epoch"))
+	master, replica := slotOwners(t, cl, a.st.Key(name, "epoch"))
 	survivors := map[string]*redis.Client{}
 	for _, addr := range cl.Addrs() {
 		if addr != master {
@@ -115,7 +129,7 @@ func failoverOnce(t *testing.T, mode redisstore.Pubsub) string {
 			var counts map[string]int64
 			var err error
 			if mode == redisstore.PubsubSharded {
-				counts, err = c.PubSubShardNumSub(context.Background(), a.st.ShardChannel("svc")).Result()
+				counts, err = c.PubSubShardNumSub(context.Background(), a.st.ShardChannel(name)).Result()
 			} else {
 				counts, err = c.PubSubNumSub(context.Background(), a.st.Channel()).Result()
 			}
