@@ -270,10 +270,13 @@ func (w *watcher) subscribe(ctx context.Context, names []string) error {
 		return nil
 	}
 	cc := w.s.client.(*redis.ClusterClient) // sharded only on a Cluster
+	// The client may read the layout from a node to find the masters.
+	findCtx, cancel := context.WithTimeout(ctx, w.s.subscribe)
+	defer cancel()
 	var nodes []*subscription
 	byNode := map[*subscription][]string{}
 	for _, name := range names {
-		node, err := cc.MasterForKey(ctx, name)
+		node, err := cc.MasterForKey(findCtx, name)
 		if err != nil {
 			return fmt.Errorf("redisstore: find the master of shard channel %s: %w", name, err)
 		}
