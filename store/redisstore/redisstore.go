@@ -77,6 +77,12 @@ const DefaultSubscribeTimeout = 500 * time.Millisecond
 
 // Store is a store.Store on Redis. It is safe for concurrent use. It does
 // not own the client: close the client yourself when done.
+//
+// On a Cluster client, a call that fails because a node cannot be reached
+// (a master died, and the client still sends its slots' commands there)
+// makes the Store ask the client to reload the cluster's layout, at most
+// every 250ms, so that it finds the promoted replica within a second or
+// so instead of at the client's own reload, every minute.
 type Store struct {
 	client    redis.UniversalClient
 	prefix    string
