@@ -91,6 +91,8 @@ type hub struct {
 	cancel  context.CancelFunc
 	asked   atomic.Uint64 // status reads started, numbered from 1
 	changes changeQueue
+	names   atomic.Pointer[watchList] // what a store.NamesWatcher watches
+	watched []string                  // owned by the loop: names' list, appended in place
 
 	// Owned by the loop.
 	list      []*shared // its breakers, in the order they registered
@@ -102,6 +104,29 @@ type hub struct {
 	resyncing bool      // a resync's read is in flight
 	joining   []*shared // registered, and not read yet
 	joinBusy  bool      // a read of joining breakers is in flight
+}
+
+// watchList is the list of breakers a store.NamesWatcher watches, and a
+// channel closed when it changes. A list is never modified once
+// published: the loop appends past its end, or publishes a new one.
+type watchList struct {
+	names   []string
+	changed chan struct{}
+}
+
+// publishNames publishes names as the watched list, and tells the watch
+// the last one changed.
+func (h *hub) publishNames(names []string) {
+	next := &watchList{names: names[:len(names):len(names)], changed: make(chan struct{})}
+	if old := h.names.Swap(next); old != nil {
+		close(old.changed)
+	}
+}
+
+// watchNames is the names function of a store.NamesWatcher's watch.
+func (h *hub) watchNames() ([]string, <-chan struct{}) {
+	l := h.names.Load()
+	return l.names, l.changed
 }
 
 // sweepPerResync is how many breakers of a hub a Resync reads while the
@@ -176,6 +201,7 @@ func (m *Manager) attach(sh *shared) {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &hub{st: st, cancel: cancel, byName: make(map[string]*shared)}
 		h.changes.wake = make(chan struct{}, 1)
+		h.publishNames(nil)
 		if len(m.stores.hubs) == 0 {
 			m.stores.resyncAt = after(m.clk.Now(), m.stores.resync)
 		}
@@ -190,6 +216,8 @@ func (m *Manager) attach(sh *shared) {
 	}
 	h.list = append(h.list, sh)
 	h.byName[sh.b.Name()] = sh
+	h.watched = append(h.watched, sh.b.Name())
+	h.publishNames(h.watched)
 	if sh.pending != nil {
 		h.windows++
 	}
@@ -217,6 +245,8 @@ func (m *Manager) detach(sh *shared) {
 	}
 	if h.byName[sh.b.Name()] == sh {
 		delete(h.byName, sh.b.Name())
+		h.watched = slices.DeleteFunc(slices.Clone(h.watched), func(n string) bool { return n == sh.b.Name() })
+		h.publishNames(h.watched)
 	}
 	if len(h.list) == 0 && m.stores.hubs[h.st] == h {
 		h.cancel()
@@ -255,16 +285,26 @@ func (m *Manager) watch(ctx context.Context, h *hub) {
 	pause := firstPause
 	for {
 		var subscribed atomic.Bool
+		heard := func(c store.Change) {
+			h.changes.push(changeMsg{h: h, change: c, at: m.clk.Now()}, m.stores.calls)
+		}
 		err := guardStore(h.st, func() error {
+			if nw, ok := h.st.(store.NamesWatcher); ok {
+				return nw.WatchNames(ctx, h.watchNames, func(names []string) {
+					subscribed.Store(true)
+					// These can no longer be missed: the loop reads
+					// what changed before.
+					h.changes.push(subscribedMsg{h: h, names: names}, m.stores.calls)
+					first()
+				}, heard)
+			}
 			return h.st.Watch(ctx, func() {
 				subscribed.Store(true)
 				// Subscribed: the loop reads what changed before, now
 				// that nothing more can be missed.
 				h.changes.push(subscribedMsg{h: h}, m.stores.calls)
 				first()
-			}, func(c store.Change) {
-				h.changes.push(changeMsg{h: h, change: c, at: m.clk.Now()}, m.stores.calls)
-			})
+			}, heard)
 		})
 		first()
 		if ctx.Err() != nil {

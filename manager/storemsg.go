@@ -27,13 +27,31 @@ func (msg changeMsg) handle(*Manager) {
 	}
 }
 
-// subscribedMsg says the hub's watch subscribed: the loop reads every
-// breaker's status, since changes made before may have been missed.
-type subscribedMsg struct{ h *hub }
+// subscribedMsg says the hub's watch subscribed, to the changes of every
+// breaker or of those names lists: the loop reads their status, since
+// changes made before may have been missed.
+type subscribedMsg struct {
+	h     *hub
+	names []string // nil: every breaker
+}
 
 func (msg subscribedMsg) handle(m *Manager) {
-	if m.stores.hubs[msg.h.st] == msg.h {
-		m.readAll(msg.h)
+	h := msg.h
+	if m.stores.hubs[h.st] != h {
+		return
+	}
+	if msg.names == nil {
+		m.readAll(h)
+		return
+	}
+	list := make([]*shared, 0, len(msg.names))
+	for _, n := range msg.names {
+		if sh := h.byName[n]; sh != nil {
+			list = append(list, sh)
+		}
+	}
+	if len(list) > 0 {
+		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult { return m.statusOf(ctx, h, list, at) })
 	}
 }
 

@@ -106,6 +106,22 @@ type Store interface {
 	Check(name string) error
 }
 
+// NamesWatcher is implemented by a store that can watch only the breakers
+// a caller names (redisstore on a Cluster with shard channels subscribes
+// to their slots only). The manager uses it instead of Store.Watch when a
+// store has it.
+//
+// WatchNames calls names as it starts, and again each time the channel
+// names returned last is ready; names returns every breaker to watch from
+// then on, and a channel that is closed when that list changes next. It
+// calls ready with breakers whose changes it can no longer miss: the whole
+// first list once subscribed, then the breakers each later list adds; the
+// caller reads the state of those. fn, ready and names must not block. It
+// returns as Watch does.
+type NamesWatcher interface {
+	WatchNames(ctx context.Context, names func() ([]string, <-chan struct{}), ready func(names []string), fn func(Change)) error
+}
+
 // Policy is a breaker's strategy in the terms a store evaluates. Exactly one
 // of Failures and Rate is set.
 type Policy struct {
