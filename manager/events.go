@@ -67,6 +67,11 @@ type Event struct {
 	Outcome classify.Outcome
 	// At is when the transition happened, on the manager's clock.
 	At time.Time
+	// Until, for a transition to open, is when its open period ends (zero
+	// while forced open, and while a shared breaker's store is away and its
+	// fallback holds it open); for a transition to probing, when the
+	// probe's time runs out. Zero for other transitions and other kinds.
+	Until time.Time
 	// Cause says what made it happen.
 	Cause breaker.Cause
 	// Gen is the breaker's generation after the transition; a breaker's
@@ -319,15 +324,18 @@ func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
 // publishes.
 func (m *Manager) unsubscribeSub(sub *subscriber) { sub.end() }
 
-// emitKind publishes step s of b as an event of kind k. An event that is not
+// emitKind publishes step s of b as an event of kind k; until is when the
+// state the step entered ends, if its timer is known. An event that is not
 // a transition has a zero Transition.
-func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind) {
+func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind, until time.Time) {
 	if len(m.subs) == 0 {
 		return
 	}
 	ev := Event{Kind: k, Name: b.Name(), Transition: s.Transition, Outcome: s.Outcome, At: s.At, Cause: s.Cause, Gen: s.Gen}
 	if k != EventTransition {
 		ev.Transition = breaker.Transition{}
+	} else if s.To == breaker.Open || s.To == breaker.Probing {
+		ev.Until = until
 	}
 	m.publish(b, ev)
 }

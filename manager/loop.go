@@ -155,20 +155,22 @@ func (m *Manager) applyNext(n note) {
 // decides. A shared breaker then tells its store.
 func (m *Manager) apply(n note) {
 	b, s := n.b, n.step
-	m.emitKind(b, s, n.kind)
 	var d time.Duration
+	var until time.Time // the end of the state's timer, for the event
 	switch {
 	case !s.Until.IsZero():
-		d = s.Until.Sub(s.At)
+		d, until = s.Until.Sub(s.At), s.Until
 		m.timers.push(deadline{at: s.Until, b: b, gen: s.Gen})
 		b.mach.SetUntil(s.Gen, s.Until)
 	case s.NeedsTimer() && !m.faulted(b):
 		var ok bool
 		if d, ok = m.timeout(b, s); !ok {
+			m.emitKind(b, s, n.kind, time.Time{})
 			return
 		}
-		m.schedule(b, s, d)
+		until = m.schedule(b, s, d)
 	}
+	m.emitKind(b, s, n.kind, until)
 	if !m.faulted(b) {
 		b.truth.applied(b, n, d)
 	}
@@ -207,11 +209,13 @@ func (m *Manager) askRecover(b *Breaker, c recover.Context) (time.Duration, bool
 	return d, true
 }
 
-// schedule arms the timer of step s, d after it happened.
-func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) {
+// schedule arms the timer of step s, d after it happened, and returns when
+// it ends.
+func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) time.Time {
 	at := after(s.At, d)
 	m.timers.push(deadline{at: at, b: b, gen: s.Gen})
 	b.mach.SetUntil(s.Gen, at)
+	return at
 }
 
 func (m *Manager) register(req registerReq) {

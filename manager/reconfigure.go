@@ -3,6 +3,7 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
@@ -133,7 +134,7 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	if fresh {
 		m.handleNote(note{b: b, step: step, kind: EventReconfigured})
 	} else {
-		m.emitKind(b, machine.Step{Gen: b.nextGen - 1, At: now}, EventReconfigured)
+		m.emitKind(b, machine.Step{Gen: b.nextGen - 1, At: now}, EventReconfigured, time.Time{})
 	}
 	m.logInfo("fusebox: breaker reconfigured", "breaker", name,
 		"strategy", fmt.Sprintf("%T%+v", cfg.Strategy, cfg.Strategy), "recover", fmt.Sprintf("%T", cfg.Recover),
