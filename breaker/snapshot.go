@@ -4,9 +4,8 @@ import "time"
 
 // Snapshot is a breaker's state at one moment. A breaker publishes a new
 // Snapshot for every change and never modifies one after publishing it, so a
-// Snapshot may be read freely by any goroutine. The usual way to get one is
-// manager's Breaker.Snapshot; the zero Snapshot has no State and admits
-// nothing.
+// Snapshot may be read freely by any goroutine, and must not be modified.
+// The way to get one is manager's Breaker.Snapshot.
 type Snapshot struct {
 	// Gen counts the breaker's transitions: it grows by one with each, so a
 	// call admitted in an earlier generation can be told apart.
@@ -16,9 +15,11 @@ type Snapshot struct {
 	// Until is when the open period or the probe's time ends; zero when
 	// there is none or it is not known yet.
 	Until time.Time
-
-	err OpenError // what a declined call gets, built with the snapshot
-
+	// Err is the error a call declined in this snapshot gets: an
+	// *OpenError built once, with the snapshot, so that declining
+	// allocates nothing. It is nil while the breaker is closed and not
+	// halted.
+	Err *OpenError
 	// State is the breaker's state.
 	State State
 	// Forced is set on a breaker forced open by hand: no timer ends it, only
@@ -31,43 +32,4 @@ type Snapshot struct {
 	Halted bool
 	// Removed is set once the breaker was removed from its manager.
 	Removed bool
-
-	// The small fields come last, together, so that the struct packs
-	// tightly (the state machine adds its counter: 144 bytes in all).
-	admit   bool // State == Closed && !Halted: the one check on the hot path
-	decline bool // State is Open or Probing, and not Halted
-}
-
-// NewSnapshot returns s, of which only the exported fields are read,
-// completed for breaker name: what Admits, Declines and Err report follows
-// from those fields, and the error is built once, here, with opened (the
-// error of the call that opened the breaker, if known) as its Cause. It
-// exists for the state machine that publishes snapshots; users read
-// snapshots and have no need to build one. Removed implies Halted.
-func NewSnapshot(name string, s Snapshot, opened error) Snapshot {
-	s.Halted = s.Halted || s.Removed
-	s.admit = s.State == Closed && !s.Halted
-	s.decline = (s.State == Open || s.State == Probing) && !s.Halted
-	s.err = OpenError{}
-	if !s.admit {
-		s.err = OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
-	}
-	return s
-}
-
-// Admits reports whether a call acquired now goes through without becoming
-// a probe: the breaker is closed and not halted.
-func (s *Snapshot) Admits() bool { return s.admit }
-
-// Declines reports whether a call acquired now is declined without further
-// ado: the breaker is open or probing, and not halted.
-func (s *Snapshot) Declines() bool { return s.decline }
-
-// Err returns the error a call declined in this snapshot gets: an
-// *OpenError built once for the snapshot. It is nil for a closed breaker.
-func (s *Snapshot) Err() *OpenError {
-	if s.admit {
-		return nil
-	}
-	return &s.err
 }

@@ -120,7 +120,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	}
 	if s.Declines() {
 		b.stats.Add(statDeclined)
-		return Permit{}, s.Err()
+		return Permit{}, s.Err
 	}
 	return b.acquireSlow(ctx)
 }

@@ -454,8 +454,8 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 		return Permit{}, ctx.Err()
 	case reply.Decline:
 		b.stats.Add(statDeclined)
-		if s := b.mach.Snapshot(); s.Err() != nil {
-			return Permit{}, s.Err()
+		if s := b.mach.Snapshot(); s.Err != nil {
+			return Permit{}, s.Err
 		}
 		return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
 	}

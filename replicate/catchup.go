@@ -152,7 +152,7 @@ func (r *Replicator) pass() (progress, more bool) {
 		}
 		for _, key := range keys {
 			after = key
-			if r.ctx.Err() != nil || r.b.Snapshot().Declines() {
+			if r.ctx.Err() != nil || declines(r.b.Snapshot()) {
 				return progress, false
 			}
 			res, status := r.sendPending(key)

@@ -361,13 +361,19 @@ func (r *Replicator) leave() {
 func (r *Replicator) replicate(ctx context.Context, key string) Result {
 	// An open breaker declines without the key's lock or a context: a
 	// write then costs little more than the primary write.
-	if s := r.b.Snapshot(); s.Declines() {
+	if s := r.b.Snapshot(); declines(s) {
 		if r.level.Load() < alertOpen {
 			r.raise(alertOpen)
 		}
-		return Result{Cause: s.Err()}
+		return Result{Cause: s.Err}
 	}
 	return r.replicateSlow(ctx, key)
+}
+
+// declines reports whether the breaker declines a call acquired in
+// snapshot s at once, with s.Err: it is open or probing, and in service.
+func declines(s *breaker.Snapshot) bool {
+	return (s.State == breaker.Open || s.State == breaker.Probing) && !s.Halted
 }
 
 // replicateSlow is replicate when the breaker may let the call through.

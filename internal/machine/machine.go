@@ -25,21 +25,58 @@ import (
 )
 
 // Snapshot is a breaker's state at one moment: the public view users read
-// (breaker.Snapshot, embedded first, so that the hot path's Admits reads
-// the start of the struct), and the closed period's counter. A Machine
+// (breaker.Snapshot, embedded first), what the hot path decides on, the
+// error a declined call gets, and the closed period's counter. A Machine
 // publishes a new Snapshot for every change and never modifies one after
-// publishing it, so a Snapshot may be read freely by any goroutine.
+// publishing it, so a Snapshot may be read freely by any goroutine. Build
+// one with newSnapshot.
 type Snapshot struct {
 	breaker.Snapshot
+	// admit and decline are what Admits and Declines report, worked out
+	// once from the public fields: the hot path reads one of them.
+	admit   bool // State == Closed && !Halted
+	decline bool // State is Open or Probing, and not Halted
+	// held says that no timer ends the state: the driver holds it (see
+	// Hold), and Expire leaves it as it is.
+	held bool
+	// err is what Snapshot.Err points to, kept in the snapshot so that
+	// building the error allocates nothing more than the snapshot. A copy
+	// of a snapshot may point to its original's, which never changes.
+	err breaker.OpenError
 	// counter is the closed period's own counter. In other states it is
 	// the counter of the closed period that ended when the breaker opened
 	// (nil if none), kept only so that Window can show the rate it
 	// tripped on: Current hands it to no call.
 	counter breaker.Counter
-	// held says that no timer ends the state: the driver holds it (see
-	// Hold), and Expire leaves it as it is.
-	held bool
 }
+
+// newSnapshot returns a snapshot of breaker name holding s, of which only
+// the exported fields are read, completed: Admits, Declines and Err follow
+// from those fields, and the error is built once, here, with opened (the
+// error of the call that opened the breaker, if known) as its Cause.
+// Removed implies Halted.
+func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
+	s.Halted = s.Halted || s.Removed
+	n := &Snapshot{
+		admit:   s.State == breaker.Closed && !s.Halted,
+		decline: (s.State == breaker.Open || s.State == breaker.Probing) && !s.Halted,
+	}
+	n.Snapshot = s
+	n.Snapshot.Err = nil
+	if !n.admit {
+		n.err = breaker.OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
+		n.Snapshot.Err = &n.err
+	}
+	return n
+}
+
+// Admits reports whether a call acquired now goes through without becoming
+// a probe: the breaker is closed and not halted.
+func (s *Snapshot) Admits() bool { return s.admit }
+
+// Declines reports whether a call acquired now is declined without further
+// ado, with Err: the breaker is open or probing, and not halted.
+func (s *Snapshot) Declines() bool { return s.decline }
 
 // Ticket is what an admitted call holds until it reports its outcome: the
 // generation it was admitted in, and whether it is the probe.
@@ -273,16 +310,16 @@ func (m *Machine) Snapshot() *Snapshot { return m.cur.Load() }
 // snapshot builds a snapshot; opened is the error of the call that opened
 // the breaker, for its declined calls' OpenError.Cause.
 func (m *Machine) snapshot(st breaker.State, gen uint64, since, until time.Time, forced, halted bool, opened error) *Snapshot {
-	return &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
+	return newSnapshot(m.name, breaker.Snapshot{
 		State: st, Gen: gen, Since: since, Until: until, Forced: forced, Halted: halted,
-	}, opened)}
+	}, opened)
 }
 
 // opened is the error of the call that opened the breaker of snapshot s,
 // if known: the cause its declined calls report.
 func opened(s *Snapshot) error {
-	if e := s.Err(); e != nil {
-		return e.Cause
+	if s.Err != nil {
+		return s.Err.Cause
 	}
 	return nil
 }
@@ -334,7 +371,7 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *breaker.OpenError) {
 		case s.Halted:
 			return Ticket{}, Step{}, nil
 		case s.State != breaker.HalfOpen:
-			return Ticket{}, Step{}, s.Err()
+			return Ticket{}, Step{}, s.Err
 		}
 		if step, ok := m.move(s, breaker.Probing, now, 0, breaker.CauseProbe, false, nil); ok {
 			return Ticket{Gen: step.Gen, Probe: true}, step, nil
@@ -541,9 +578,9 @@ func (m *Machine) halt(removed bool) bool {
 		if s.Removed || (s.Halted && !removed) {
 			return false
 		}
-		next := &Snapshot{Snapshot: breaker.NewSnapshot(m.name, breaker.Snapshot{
+		next := newSnapshot(m.name, breaker.Snapshot{
 			State: s.State, Gen: s.Gen + 1, Since: s.Since, Until: s.Until, Forced: s.Forced, Halted: true, Removed: removed,
-		}, opened(s))}
+		}, opened(s))
 		next.counter = s.counter
 		if m.cur.CompareAndSwap(s, next) {
 			return true

@@ -424,7 +424,7 @@ func TestMachineStartsClosed(t *testing.T) {
 	assert.Equal(t, t0, s.Since)
 	assert.True(t, s.Admits())
 	assert.False(t, s.Declines())
-	assert.Nil(t, s.Err())
+	assert.Nil(t, s.Err)
 	assert.False(t, s.Forced)
 	assert.False(t, s.Halted)
 
@@ -455,8 +455,9 @@ func TestMachineSnapshotFlags(t *testing.T) {
 	s := f.m.Snapshot()
 	assert.False(t, s.Admits())
 	assert.True(t, s.Declines(), "open declines")
-	require.NotNil(t, s.Err())
-	assert.Same(t, s.Err(), s.Err(), "the error is built once per snapshot")
+	require.NotNil(t, s.Err)
+	_, _, err := f.m.Acquire(at(3 * time.Second))
+	assert.Same(t, s.Err, err, "a declined call gets the error built with the snapshot")
 
 	_, ok := f.m.Expire(s.Gen, at(32*time.Second))
 	require.True(t, ok)
@@ -541,7 +542,7 @@ func TestMachineForcedSnapshot(t *testing.T) {
 	s := f.m.Snapshot()
 	assert.True(t, s.Forced)
 	assert.True(t, s.Until.IsZero())
-	assert.Equal(t, `fusebox: breaker "svc" is open`, s.Err().Error())
+	assert.Equal(t, `fusebox: breaker "svc" is open`, s.Err.Error())
 
 	_, ok := f.m.Reset(at(time.Second), breaker.CauseReset)
 	require.True(t, ok)
