@@ -689,21 +689,3 @@ func TestTripRules(t *testing.T) {
 		assert.Equal(t, tt.want, got, "%s: %T%+v.Trips(calls %d, failures %d)", tt.name, tt.s, tt.s, tt.calls, tt.failures)
 	}
 }
-
-func TestTimeWindowBuckets(t *testing.T) {
-	s := breaker.TimeWindow{Rate: 1, Period: 10 * time.Second, MinCalls: 1}
-	assert.Equal(t, breaker.DefaultBuckets, s.BucketCount())
-	assert.Equal(t, time.Second, s.BucketWidth())
-	for _, tt := range []struct {
-		at   time.Time
-		want int64
-	}{
-		{time.Unix(0, 0), 0},
-		{time.Unix(0, 999_999_999), 0},
-		{time.Unix(1, 0), 1},
-		{time.Unix(0, -1), -1},
-		{t0, t0.Unix()},
-	} {
-		assert.Equal(t, tt.want, s.Bucket(tt.at), "Bucket(%v)", tt.at)
-	}
-}

@@ -2,12 +2,12 @@ package breaker
 
 import (
 	"math"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
 // TimeWindow trips a closed breaker when, over the last Period, at least
@@ -49,72 +49,11 @@ type TimeWindow struct {
 	MinCalls int
 }
 
-// DefaultBuckets is the bucket count of a TimeWindow whose Buckets is zero.
-const DefaultBuckets = 10
-
 // Trips is the strategy's trip rule: it reports whether a window holding
 // calls calls, failures of them failures, trips the breaker. The local
 // counter, the stores' windows and the manager all decide with it.
 func (s TimeWindow) Trips(calls, failures int64) bool {
 	return rateTrips(calls, failures, int64(s.MinCalls), s.Rate)
-}
-
-// BucketCount returns Buckets, or DefaultBuckets for zero.
-func (s TimeWindow) BucketCount() int {
-	if s.Buckets == 0 {
-		return DefaultBuckets
-	}
-	return s.Buckets
-}
-
-// BucketWidth returns the length of one bucket: Period / BucketCount.
-func (s TimeWindow) BucketWidth() time.Duration {
-	return s.Period / time.Duration(s.BucketCount())
-}
-
-// Bucket returns the index of the bucket holding instant t: buckets are
-// aligned on the Unix epoch, bucket i covering [i*w, (i+1)*w) of Unix time
-// for the bucket width w. Stores number their buckets with it (the Redis
-// scripts with the same formula on the server's clock, in milliseconds).
-// It holds over the whole range of time.Time, past 2262 (where Unix
-// nanoseconds end) too; an index beyond int64's range, millions of years
-// away for buckets of a millisecond, saturates.
-func (s TimeWindow) Bucket(t time.Time) int64 {
-	q, _ := unixDiv(t, int64(s.BucketWidth()))
-	return q
-}
-
-// unixDiv divides t's Unix time in nanoseconds by w > 0, rounding down: it
-// returns the quotient, saturated to int64's range, and the remainder, in
-// [0, w). It works on seconds and nanoseconds apart, in 128 bits, so that
-// no instant of time.Time overflows.
-func unixDiv(t time.Time, w int64) (q, r int64) {
-	sec, nsec := t.Unix(), uint64(t.Nanosecond())
-	// sec = a*w + b, 0 <= b < w, so t = (a*1e9)*w + (b*1e9 + nsec).
-	a := floorDiv(sec, w)
-	b := uint64(sec - a*w)
-	hi, lo := bits.Mul64(b, 1e9)
-	var carry uint64
-	lo, carry = bits.Add64(lo, nsec, 0)
-	hi += carry
-	// b*1e9 + nsec < (w+1)*1e9: the quotient fits in 64 bits, so hi < w.
-	q2, rem := bits.Div64(hi, lo, uint64(w))
-	const giga = 1_000_000_000
-	switch {
-	case a > (math.MaxInt64-int64(q2))/giga:
-		return math.MaxInt64, int64(rem)
-	case a < math.MinInt64/giga:
-		return math.MinInt64, int64(rem)
-	}
-	return a*giga + int64(q2), int64(rem)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // NewCounter implements Strategy.
@@ -125,11 +64,11 @@ func (s TimeWindow) NewCounter() (Counter, error) {
 	if s.Period <= 0 {
 		return nil, Invalid("breaker.TimeWindow.Period", "must be positive, got %v", s.Period)
 	}
-	buckets := s.BucketCount()
+	buckets := rule.Buckets(s.Buckets)
 	if buckets < 1 || buckets > 1<<15 {
 		return nil, Invalid("breaker.TimeWindow.Buckets", "must be between 1 and 32768, got %d", s.Buckets)
 	}
-	width := s.BucketWidth()
+	width := rule.Width(s.Period, s.Buckets)
 	if width < time.Millisecond {
 		return nil, Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); each must be at least 1ms", width, s.Period, buckets)
 	}
@@ -199,7 +138,7 @@ func (c *timeCounter) index(now time.Time) int64 {
 // monotonic reading. It is a function of its own so that only the first
 // call allocates.
 func (c *timeCounter) start(now time.Time) *time.Time {
-	_, into := unixDiv(now, int64(c.width))
+	_, into := rule.UnixDiv(now, c.width)
 	base := now.Add(-time.Duration(into))
 	c.base.CompareAndSwap(nil, &base)
 	return c.base.Load()

@@ -299,7 +299,7 @@ func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) b
 		// The threshold is checked after every outcome: a success that
 		// may bring the window to it, by this process's count or by the
 		// store's last counts, is reported at once.
-		idx := sh.policy.Load().Bucket(now)
+		idx := sharepolicy.Bucket(sh.policy.Load(), now)
 		sh.pending.add(idx)
 		if !localTrip && !sh.mayTrip(idx) {
 			return false
@@ -320,7 +320,7 @@ func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) b
 	p := sh.policy.Load()
 	var succ []int64
 	if sh.pending != nil {
-		succ = sh.pending.take(p.Bucket(now))
+		succ = sh.pending.take(sharepolicy.Bucket(p, now))
 	}
 	err := sh.call(func(ctx context.Context) (err error) {
 		if failure {
@@ -374,7 +374,7 @@ func (sh *shared) flushSuccesses(ctx context.Context) {
 	b := sh.b
 	at := b.mgr.clk.Now()
 	p := sh.policy.Load()
-	succ := sh.pending.take(p.Bucket(at))
+	succ := sh.pending.take(sharepolicy.Bucket(p, at))
 	if succ == nil {
 		return
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
 // Store holds the shared state of breakers, by name. Implementations must be
@@ -130,7 +131,10 @@ type Policy struct {
 	Failures int
 	// Rate, when positive, trips the breaker when over the last Period at
 	// least MinCalls calls were reported and failures/calls >= Rate. The
-	// period is counted in Buckets buckets.
+	// period is counted in Buckets buckets of Period/Buckets each (a whole
+	// number of milliseconds), aligned on the Unix epoch: bucket i covers
+	// [i*w, (i+1)*w) of Unix time for the width w, on the store's clock, as
+	// a breaker.TimeWindow aligns its own.
 	Rate     float64
 	Period   time.Duration
 	Buckets  int
@@ -179,12 +183,9 @@ func (p Policy) timeWindow() breaker.TimeWindow {
 	return breaker.TimeWindow{Rate: p.Rate, Period: p.Period, Buckets: p.Buckets, MinCalls: p.MinCalls}
 }
 
-// BucketWidth returns the length of one bucket of a window policy.
-func (p Policy) BucketWidth() time.Duration { return p.timeWindow().BucketWidth() }
-
-// Bucket returns the index of the bucket of a window policy that holds
-// instant t, on the alignment breaker.TimeWindow.Bucket defines.
-func (p Policy) Bucket(t time.Time) int64 { return p.timeWindow().Bucket(t) }
+// bucket returns the index of the bucket of a window policy that holds
+// instant t (see Rate).
+func (p Policy) bucket(t time.Time) int64 { return rule.Bucket(t, rule.Width(p.Period, p.Buckets)) }
 
 // Shareable is implemented by strategies, other than the built-in ones, that
 // can be evaluated by a store.

@@ -273,7 +273,7 @@ func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, 
 // policy and returns its counts.
 func (s *Store) window(ctx context.Context, name string, p store.Policy, failures int64, successes []int64) (store.Verdict, error) {
 	args := make([]any, 0, 5+len(successes))
-	args = append(args, p.BucketWidth().Milliseconds(), p.Buckets, failures, p.Quorum, p.Reporter)
+	args = append(args, (p.Period / time.Duration(p.Buckets)).Milliseconds(), p.Buckets, failures, p.Quorum, p.Reporter)
 	for _, n := range successes {
 		args = append(args, n)
 	}

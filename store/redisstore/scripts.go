@@ -34,7 +34,7 @@ return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KE
 // successes to the buckets they were counted in (by age, in buckets before
 // the current one), bucketed by the server's clock, drops old buckets, and
 // sums the window. Bucket i covers [i*width, (i+1)*width) milliseconds of
-// Unix time, breaker.TimeWindow.Bucket's alignment (Register admits
+// Unix time, store.Policy's alignment (Register admits
 // only whole milliseconds of width). The script only counts: whether the
 // counts trip the breaker is decided in Go by the strategy's own rule
 // (store.Policy.Trips), the one the local counter and the memory store use.

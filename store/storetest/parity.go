@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/rule"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
 	"github.com/fusebox-go/fusebox/store"
@@ -78,7 +79,7 @@ func paritySequence(t *testing.T, s store.Store, clk clock.Clock, st breaker.Str
 	mock, _ := clk.(*clock.Mock)
 	var width time.Duration
 	if tw, ok := st.(breaker.TimeWindow); ok && !real {
-		width = tw.BucketWidth()
+		width = rule.Width(tw.Period, tw.Buckets)
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	pFail := 0.1 + 0.6*rng.Float64()
