@@ -363,7 +363,7 @@ func (sh *shared) mayTrip(idx int64) bool {
 	if f == 0 {
 		return false
 	}
-	return sh.policy.Load().Reached(store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
+	return sharepolicy.Reached(*sh.policy.Load(), store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
 }
 
 // flushSuccesses reports the successes of a window policy counted since

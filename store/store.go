@@ -155,28 +155,22 @@ type Policy struct {
 func (p Policy) Window() bool { return p.Rate > 0 }
 
 // Trips reports whether a verdict's counts trip a breaker under p: the
-// strategy's threshold is reached (Reached) by failures from at least
-// Quorum processes.
-func (p Policy) Trips(v Verdict) bool {
-	return p.Reached(v) && p.Quorate(v)
-}
-
-// Reached reports whether a verdict's counts reach the strategy's
-// threshold. It is the strategy's own rule (breaker.Consecutive.Trips or
-// breaker.TimeWindow.Trips), applied to the counts the store keeps: stores
+// strategy's threshold is reached by failures from at least Quorum
+// processes (always, under a Quorum of 0 or 1). The threshold is the
+// strategy's own rule, applied to the counts the store keeps: stores
 // count, and only this rule decides, so a local and a shared breaker fed
 // the same outcomes trip at the same call.
-func (p Policy) Reached(v Verdict) bool {
+func (p Policy) Trips(v Verdict) bool {
+	return p.reached(v) && (p.Quorum <= 1 || v.Processes >= int64(p.Quorum))
+}
+
+// reached reports whether a verdict's counts reach the strategy's
+// threshold, whatever the processes they come from.
+func (p Policy) reached(v Verdict) bool {
 	if p.Window() {
 		return p.timeWindow().Trips(v.Calls, v.Failures)
 	}
 	return breaker.Consecutive{Failures: p.Failures}.Trips(v.Failures)
-}
-
-// Quorate reports whether a verdict's failures come from enough processes
-// for the fleet to open: always under a Quorum of 0 or 1.
-func (p Policy) Quorate(v Verdict) bool {
-	return p.Quorum <= 1 || v.Processes >= int64(p.Quorum)
 }
 
 func (p Policy) timeWindow() breaker.TimeWindow {

@@ -49,3 +49,10 @@ func Of(s breaker.Strategy) (store.Policy, error) {
 func Bucket(p *store.Policy, t time.Time) int64 {
 	return rule.Bucket(t, p.Period/time.Duration(p.Buckets))
 }
+
+// Reached reports whether a verdict's counts reach p's threshold, whatever
+// the processes they come from: p.Trips without the quorum.
+func Reached(p store.Policy, v store.Verdict) bool {
+	p.Quorum = 0
+	return p.Trips(v)
+}
