@@ -18,6 +18,13 @@ type custom struct{ breaker.Consecutive }
 
 func (custom) SharedPolicy() (store.Policy, error) { return store.Policy{Failures: 7}, nil }
 
+// customWindow is one whose window policy leaves Buckets zero.
+type customWindow struct{ breaker.Consecutive }
+
+func (customWindow) SharedPolicy() (store.Policy, error) {
+	return store.Policy{Rate: 0.5, Period: 10 * time.Second, MinCalls: 4}, nil
+}
+
 func TestOf(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -33,6 +40,8 @@ func TestOf(t *testing.T) {
 		{"failure rate", breaker.FailureRate{Rate: 0.5, Window: 10, MinCalls: 5}, store.Policy{}, "cannot be shared"},
 		{"invalid consecutive", breaker.Consecutive{Failures: 0}, store.Policy{}, "Failures"},
 		{"shareable", custom{breaker.Consecutive{Failures: 1}}, store.Policy{Failures: 7}, ""},
+		{"shareable window, zero buckets", customWindow{breaker.Consecutive{Failures: 1}},
+			store.Policy{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 4}, ""},
 	} {
 		got, err := sharepolicy.Of(c.strategy)
 		if c.err != "" {
@@ -42,5 +51,43 @@ func TestOf(t *testing.T) {
 		if assert.NoError(t, err, c.name) {
 			assert.Equal(t, c.want, got, c.name)
 		}
+	}
+}
+
+func TestBucket(t *testing.T) {
+	p := &store.Policy{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 4}
+	for _, c := range []struct {
+		at   time.Time
+		want int64
+	}{
+		{time.Unix(0, 0), 0},
+		{time.Unix(0, 999_999_999), 0},
+		{time.Unix(1, 0), 1},
+		{time.Unix(-1, 0), -1},
+		{time.Unix(1_700_000_000, 500_000_000), 1_700_000_000},
+	} {
+		assert.Equal(t, c.want, sharepolicy.Bucket(p, c.at), "Bucket at %v, buckets of 1s", c.at)
+	}
+}
+
+// Reached is Trips without the quorum: the threshold alone.
+func TestReached(t *testing.T) {
+	run := store.Policy{Failures: 3, Quorum: 2}
+	window := store.Policy{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 4, Quorum: 2}
+	for _, c := range []struct {
+		name           string
+		p              store.Policy
+		v              store.Verdict
+		reached, trips bool
+	}{
+		{"run short of the threshold", run, store.Verdict{Failures: 2, Processes: 2}, false, false},
+		{"run at the threshold, one process", run, store.Verdict{Failures: 3, Processes: 1}, true, false},
+		{"run at the threshold, the quorum", run, store.Verdict{Failures: 3, Processes: 2}, true, true},
+		{"window short of MinCalls", window, store.Verdict{Calls: 3, Failures: 3, Processes: 2}, false, false},
+		{"window at the rate, one process", window, store.Verdict{Calls: 4, Failures: 2, Processes: 1}, true, false},
+		{"window at the rate, the quorum", window, store.Verdict{Calls: 4, Failures: 2, Processes: 2}, true, true},
+	} {
+		assert.Equal(t, c.reached, sharepolicy.Reached(c.p, c.v), "Reached: %s, %+v", c.name, c.v)
+		assert.Equal(t, c.trips, c.p.Trips(c.v), "Trips: %s, %+v", c.name, c.v)
 	}
 }
