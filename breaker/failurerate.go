@@ -24,7 +24,7 @@ type FailureRate struct {
 	// (0, 1].
 	Rate float64
 	// Window is how many of the most recent calls are remembered. It must be
-	// between 1 and MaxWindow.
+	// between 1 and 1,048,576 (1<<20).
 	Window int
 	// MinCalls is how many calls the window must hold before the breaker may
 	// trip. Zero means Window: the window must be full. It must not exceed
@@ -32,10 +32,10 @@ type FailureRate struct {
 	MinCalls int
 }
 
-// MaxWindow is the largest FailureRate.Window: a million calls, whose ring
+// maxWindow is the largest FailureRate.Window: a million calls, whose ring
 // takes 128 KiB. Each closed period of a breaker has a ring of its own, so
 // the bound keeps a mistyped window from taking all the memory there is.
-const MaxWindow = 1 << 20
+const maxWindow = 1 << 20
 
 // Trips is the strategy's trip rule: it reports whether a window holding
 // calls calls, failures of them failures, trips the breaker (see rateTrips).
@@ -56,8 +56,8 @@ func (s FailureRate) NewCounter() (Counter, error) {
 	if err := checkRate("breaker.FailureRate.Rate", s.Rate); err != nil {
 		return nil, err
 	}
-	if s.Window < 1 || s.Window > MaxWindow {
-		return nil, Invalid("breaker.FailureRate.Window", "must be between 1 and %d, got %d", MaxWindow, s.Window)
+	if s.Window < 1 || s.Window > maxWindow {
+		return nil, Invalid("breaker.FailureRate.Window", "must be between 1 and %d, got %d", maxWindow, s.Window)
 	}
 	if s.MinCalls < 0 || s.MinCalls > s.Window {
 		return nil, Invalid("breaker.FailureRate.MinCalls", "must be between 0 and Window (%d), got %d", s.Window, s.MinCalls)

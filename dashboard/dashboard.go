@@ -69,7 +69,7 @@ type Options struct {
 	MaxStreams int
 	// EventBuffer is the buffer of the handler's subscription to the
 	// manager's events. Below 1 means DefaultEventBuffer; above
-	// manager.MaxSubscribeBuffer is an error. Transitions that
+	// 262,144 (1<<18) is an error. Transitions that
 	// arrive while it is full are missing from the timelines and counted in
 	// BreakerStatus.MissedTransitions.
 	EventBuffer int

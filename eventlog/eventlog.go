@@ -51,8 +51,8 @@ type Options struct {
 	// Logger receives the records. Nil means slog.Default().
 	Logger *slog.Logger
 	// Buffer is how many events may wait for the Logger before the manager
-	// drops them. Below 1 means manager.DefaultSubscribeBuffer; above
-	// manager.MaxSubscribeBuffer is an error.
+	// drops them. Below 1 means 64; above 262,144 (1<<18) is an
+	// error.
 	Buffer int
 	// Level returns the level of a transition's record. Nil means
 	// DefaultLevel.
@@ -82,7 +82,7 @@ type Logger struct {
 }
 
 // Start watches m's events and starts writing them to opts.Logger. It
-// fails if m is nil or opts.Buffer is above manager.MaxSubscribeBuffer. On
+// fails if m is nil or opts.Buffer is above 262,144 (1<<18). On
 // a manager that has already stopped, it returns a Logger that is already
 // done.
 func Start(m *manager.Manager, opts Options) (*Logger, error) {

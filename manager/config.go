@@ -64,7 +64,7 @@ type Config struct {
 // The defaults of a zero Config.
 var (
 	defaultStrategy breaker.Strategy = breaker.Consecutive{Failures: 5}
-	defaultRecover  recover.Recover  = recover.BasicTimeout{Open: recover.DefaultOpen}
+	defaultRecover  recover.Recover  = recover.BasicTimeout{Open: 30 * time.Second}
 )
 
 // registerFailed is Register's error for a breaker that could not be

@@ -86,21 +86,21 @@ type Event struct {
 	Missed uint64
 }
 
-// DefaultSubscribeBuffer is the buffer of a subscription asked for with a
+// defaultSubscribeBuffer is the buffer of a subscription asked for with a
 // buffer below 1.
-const DefaultSubscribeBuffer = 64
+const defaultSubscribeBuffer = 64
 
-// MaxSubscribeBuffer is the largest buffer a subscription may ask for:
+// maxSubscribeBuffer is the largest buffer a subscription may ask for:
 // about 30 MB of waiting events. Subscribe uses it for a larger buffer;
 // Watch rejects one.
-const MaxSubscribeBuffer = 1 << 18
+const maxSubscribeBuffer = 1 << 18
 
 // WatchOptions configure a Watch. The zero value is valid: every event of
-// every breaker, through a buffer of DefaultSubscribeBuffer.
+// every breaker, through a buffer of 64 events.
 type WatchOptions struct {
 	// Buffer is how many events may wait for the handler before the
-	// manager drops them. Below 1 means DefaultSubscribeBuffer; above
-	// MaxSubscribeBuffer is an error.
+	// manager drops them. Below 1 means 64; above 262,144 (1<<18) is an
+	// error.
 	Buffer int
 	// Names, when not empty, limits the watch to the events of the
 	// breakers of these names, registered now or later. Nil means every
@@ -132,7 +132,7 @@ type Watch struct {
 // breaker's Stats.DroppedEvents, and reported by the Missed field of the
 // breaker's next event the watch delivers.
 //
-// Watch fails if handle is nil or opts.Buffer is above MaxSubscribeBuffer.
+// Watch fails if handle is nil or opts.Buffer is above 262,144 (1<<18).
 // On a stopped manager it returns a watch that is already done.
 func (m *Manager) Watch(opts WatchOptions, handle func([]Event)) (*Watch, error) {
 	if handle == nil {
@@ -276,18 +276,18 @@ type subscribeReq struct {
 // of the manager, in the order the manager handled them, and a function
 // that ends the subscription and closes the channel.
 //
-// Events wait in a buffer of the given size (below 1 means
-// DefaultSubscribeBuffer, above MaxSubscribeBuffer means
-// MaxSubscribeBuffer). The manager never waits for a subscriber: when the
-// buffer is full the event is dropped for that subscriber, counted in the
-// breaker's Stats.DroppedEvents and reported in the Missed field of the
-// breaker's next event. The channel is closed when the subscription ends or
+// Events wait in a buffer of the given size (below 1 means 64; above
+// 262,144, 1<<18 or about 30 MB of waiting events, means 262,144). The
+// manager never waits for a subscriber: when the buffer is full the event
+// is dropped for that subscriber, counted in the breaker's
+// Stats.DroppedEvents and reported in the Missed field of the breaker's
+// next event. The channel is closed when the subscription ends or
 // the manager stops. Calling the returned function more than once, or after
 // Stop, does nothing. Subscribing to a stopped manager returns a closed
 // channel. Watch does the same with a per-breaker filter, a count of drops
 // and a goroutine that hands the events to a function.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
-	sub, _ := m.subscribeWith(WatchOptions{Buffer: min(buffer, MaxSubscribeBuffer)})
+	sub, _ := m.subscribeWith(WatchOptions{Buffer: min(buffer, maxSubscribeBuffer)})
 	var once sync.Once
 	return sub.ch, func() { once.Do(func() { m.unsubscribeSub(sub) }) }
 }
@@ -297,10 +297,10 @@ func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
 func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
 	buffer := opts.Buffer
 	switch {
-	case buffer > MaxSubscribeBuffer:
-		return nil, fmt.Errorf("buffer %d is above MaxSubscribeBuffer (%d)", buffer, MaxSubscribeBuffer)
+	case buffer > maxSubscribeBuffer:
+		return nil, fmt.Errorf("buffer %d is above the largest, %d", buffer, maxSubscribeBuffer)
 	case buffer < 1:
-		buffer = DefaultSubscribeBuffer
+		buffer = defaultSubscribeBuffer
 	}
 	sub := &subscriber{ch: make(chan Event, buffer)}
 	if len(opts.Names) > 0 {

@@ -132,20 +132,21 @@ func TestSlowSubscriberDropsAndNeverBlocks(t *testing.T) {
 	assert.Equal(t, uint64(4*rounds-1), b.Stats().DroppedEvents, "b's first event was kept")
 }
 
-// A buffer below 1 means DefaultSubscribeBuffer.
+// A buffer below 1 means 64 events.
 func TestSubscribeDefaultBuffer(t *testing.T) {
+	const defaultBuffer = 64
 	for _, buffer := range []int{0, -5} {
 		m, _ := startMock(t)
 		b := register(t, m, "b", manager.Config{Strategy: breaker.Consecutive{Failures: 1}})
 		events, unsubscribe := m.Subscribe(buffer)
-		n := manager.DefaultSubscribeBuffer + 10
+		n := defaultBuffer + 10
 		for range n / 2 {
 			fail(t, b, 1)
 			require.NoError(t, b.Reset())
 		}
 		m.Sync()
-		assert.Len(t, drain(events), manager.DefaultSubscribeBuffer, "Subscribe(%d)", buffer)
-		assert.Equal(t, uint64(n-manager.DefaultSubscribeBuffer), b.Stats().DroppedEvents, "Subscribe(%d)", buffer)
+		assert.Len(t, drain(events), defaultBuffer, "Subscribe(%d)", buffer)
+		assert.Equal(t, uint64(n-defaultBuffer), b.Stats().DroppedEvents, "Subscribe(%d)", buffer)
 		unsubscribe()
 	}
 }

@@ -45,16 +45,16 @@ func (s *stores) init(m *Manager, opts Options) {
 			"store_timeout", s.timeout, "resync", s.resync)
 	}
 	if s.timeout <= 0 {
-		s.timeout = DefaultStoreTimeout
+		s.timeout = defaultStoreTimeout
 	}
 	if s.resync <= 0 {
-		s.resync = DefaultResync
+		s.resync = defaultResync
 	}
-	if s.timeout < MinStoreTimeout || s.resync < MinResync {
+	if s.timeout < minStoreTimeout || s.resync < minResync {
 		m.logWarn("fusebox: Options.StoreTimeout or Options.Resync is below its minimum; using the minimum",
-			"store_timeout", s.timeout, "resync", s.resync, "min_store_timeout", MinStoreTimeout, "min_resync", MinResync)
-		s.timeout = max(s.timeout, MinStoreTimeout)
-		s.resync = max(s.resync, MinResync)
+			"store_timeout", s.timeout, "resync", s.resync, "min_store_timeout", minStoreTimeout, "min_resync", minResync)
+		s.timeout = max(s.timeout, minStoreTimeout)
+		s.resync = max(s.resync, minResync)
 	}
 }
 

@@ -54,20 +54,20 @@ type Options struct {
 	// down without the loop and returns, and the manager's goroutine ends
 	// when the callback returns, without doing anything more. Watchdog is
 	// real time, whatever Clock is: a mock clock does not move while a
-	// callback blocks. Zero means DefaultWatchdog; a negative value is
+	// callback blocks. Zero means one second; a negative value is
 	// logged and replaced by it.
 	Watchdog time.Duration
 	// StoreTimeout bounds every call to the store of a shared breaker
 	// (Config.Store): those a caller's Release makes on its goroutine
 	// (see Permit.ReleaseOutcome), those the manager makes in the
 	// background, and so how long Stop waits for them while the store
-	// hangs. Zero means DefaultStoreTimeout; a value below
-	// MinStoreTimeout is logged and raised to it.
+	// hangs. Zero means 500ms; a value below 1ms is logged and raised to
+	// it.
 	StoreTimeout time.Duration
 	// Resync is how often the manager reads the shared state of every
 	// shared breaker from its store, to catch changes it missed and to
-	// notice that an unreachable store answers again. Zero means
-	// DefaultResync; a value below MinResync is logged and raised to it
+	// notice that an unreachable store answers again. Zero means one
+	// second; a value below 10ms is logged and raised to it
 	// (a resync every nanosecond would keep the store and, on a mock
 	// clock, mock.Add busy without end).
 	Resync time.Duration
@@ -75,14 +75,14 @@ type Options struct {
 
 // Bounds of Options.StoreTimeout and Options.Resync.
 const (
-	MinStoreTimeout = time.Millisecond
-	MinResync       = 10 * time.Millisecond
+	minStoreTimeout = time.Millisecond
+	minResync       = 10 * time.Millisecond
 )
 
 // Defaults for Options.
 const (
-	DefaultMaxRestarts   = 5
-	DefaultRestartWindow = 10 * time.Second
+	defaultMaxRestarts   = 5
+	defaultRestartWindow = 10 * time.Second
 )
 
 // noteBuffer is how many transitions made by callers may wait for the
@@ -196,26 +196,26 @@ func newManager(opts Options) *Manager {
 		m.log = slog.Default()
 	}
 	if m.maxRestarts < 0 {
-		m.logWarn("fusebox: Options.MaxRestarts is negative; using the default", "got", m.maxRestarts, "default", DefaultMaxRestarts)
+		m.logWarn("fusebox: Options.MaxRestarts is negative; using the default", "got", m.maxRestarts, "default", defaultMaxRestarts)
 	}
 	if m.maxRestarts <= 0 {
-		m.maxRestarts = DefaultMaxRestarts
+		m.maxRestarts = defaultMaxRestarts
 	}
 	if m.window < 0 {
-		m.logWarn("fusebox: Options.RestartWindow is negative; using the default", "got", m.window, "default", DefaultRestartWindow)
+		m.logWarn("fusebox: Options.RestartWindow is negative; using the default", "got", m.window, "default", defaultRestartWindow)
 	}
 	if m.window <= 0 {
-		m.window = DefaultRestartWindow
+		m.window = defaultRestartWindow
 	}
 	if m.restart > RestartOne {
 		m.logWarn("fusebox: Options.Restart is unknown; using RestartAll", "got", int(m.restart))
 		m.restart = RestartAll
 	}
 	if m.watchdogAfter < 0 {
-		m.logWarn("fusebox: Options.Watchdog is negative; using the default", "got", m.watchdogAfter, "default", DefaultWatchdog)
+		m.logWarn("fusebox: Options.Watchdog is negative; using the default", "got", m.watchdogAfter, "default", defaultWatchdog)
 	}
 	if m.watchdogAfter <= 0 {
-		m.watchdogAfter = DefaultWatchdog
+		m.watchdogAfter = defaultWatchdog
 	}
 	m.stores.init(m, opts)
 	return m
@@ -232,7 +232,7 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // zero Config is valid (see Config for the defaults). Register fails, with
 // an error that names the breaker and the field at fault, if the name is
 // not one a breaker may have (errors.Is(err, ErrInvalidName): empty, longer
-// than MaxNameLen bytes, not valid UTF-8, or not printable) or is taken
+// than 256 bytes, not valid UTF-8, or not printable) or is taken
 // (errors.Is(err, ErrDuplicate)), if the strategy's or the recovery
 // policy's options are invalid or out of range (a *breaker.ConfigError
 // names the field), if a callback of the Config panics while it is

@@ -31,7 +31,7 @@ func TestRemoveOldHandle(t *testing.T) {
 			default:
 				fail(t, b, 1)
 				if st != breaker.Open {
-					advance(m, mock, recover.DefaultOpen)
+					advance(m, mock, 30*time.Second)
 				}
 				if st == breaker.Probing {
 					inFlight = probe(t, b)
@@ -100,7 +100,7 @@ func TestRemoveThenRegisterStartsFresh(t *testing.T) {
 	requireState(t, b, breaker.Open, "two failures of its own trip it")
 	_, err := old.Acquire(context.Background())
 	assert.ErrorIs(t, err, manager.ErrRemoved, "the old handle stays removed")
-	advance(m, mock, recover.DefaultOpen)
+	advance(m, mock, 30*time.Second)
 	requireState(t, b, breaker.HalfOpen, "the new breaker's timer runs")
 }
 
@@ -159,7 +159,7 @@ func TestRemoveShared(t *testing.T) {
 	require.True(t, m.Remove("svc"))
 	_, err := b.Acquire(context.Background())
 	assert.ErrorIs(t, err, manager.ErrRemoved)
-	advance(m, mock, 2*manager.DefaultResync) // a resync finds no breaker on the hub
+	advance(m, mock, 2*time.Second) // a resync (every second by default) finds no breaker on the hub
 
 	again := register(t, m, "svc", cfg)
 	fail(t, again, 1)

@@ -42,8 +42,8 @@ import (
 
 // Defaults of the store options.
 const (
-	DefaultStoreTimeout = 500 * time.Millisecond
-	DefaultResync       = time.Second
+	defaultStoreTimeout = 500 * time.Millisecond
+	defaultResync       = time.Second
 )
 
 // shared is the truth of a breaker shared through a store, and all the

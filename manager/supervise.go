@@ -34,8 +34,8 @@ func (p RestartPolicy) String() string {
 	return "RestartPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
-// DefaultWatchdog is the Options.Watchdog of the zero Options.
-const DefaultWatchdog = time.Second
+// defaultWatchdog is the Options.Watchdog of the zero Options.
+const defaultWatchdog = time.Second
 
 // fault is a panic recovered from a callback the manager ran.
 type fault struct {

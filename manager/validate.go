@@ -12,11 +12,11 @@ import (
 	"github.com/fusebox-go/fusebox/store"
 )
 
-// MaxNameLen is the longest breaker name Register accepts, in bytes.
-const MaxNameLen = 256
+// maxNameLen is the longest breaker name Register accepts, in bytes.
+const maxNameLen = 256
 
 // ErrInvalidName is matched, with errors.Is, by the error Register returns
-// for a name it refuses: empty, longer than MaxNameLen bytes, not valid
+// for a name it refuses: empty, longer than 256 bytes, not valid
 // UTF-8, or holding a character that is not printable.
 //
 // A breaker's name goes into every declined call's error, into log lines,
@@ -32,11 +32,11 @@ func checkName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("fusebox: register: the breaker's name must not be empty: %w", ErrInvalidName)
-	case len(name) > MaxNameLen:
+	case len(name) > maxNameLen:
 		// Quote only the start: the point is that the whole is too long
 		// to print.
 		return fmt.Errorf("fusebox: register breaker %q...: the name is %d bytes long, more than %d: %w",
-			clip(name, 32), len(name), MaxNameLen, ErrInvalidName)
+			clip(name, 32), len(name), maxNameLen, ErrInvalidName)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("fusebox: register breaker %q: the name is not valid UTF-8: %w", name, ErrInvalidName)
 	}

@@ -17,8 +17,8 @@ type BasicTimeout struct {
 	ProbeTimeout time.Duration
 }
 
-// DefaultOpen is the open period of a zero BasicTimeout.
-const DefaultOpen = 30 * time.Second
+// defaultOpen is the open period of a zero BasicTimeout.
+const defaultOpen = 30 * time.Second
 
 // Init implements Recover. Its state is the pair of resolved durations.
 func (b BasicTimeout) Init() (any, error) {
@@ -29,7 +29,7 @@ func (b BasicTimeout) Init() (any, error) {
 		return nil, breaker.Invalid("recover.BasicTimeout.ProbeTimeout", "must not be negative, got %v", b.ProbeTimeout)
 	}
 	if b.Open == 0 {
-		b.Open = DefaultOpen
+		b.Open = defaultOpen
 	}
 	if b.ProbeTimeout == 0 {
 		b.ProbeTimeout = b.Open

@@ -34,14 +34,14 @@ func HintOf(err error) (time.Duration, bool) {
 // minute is not probed after five seconds. Periods that r makes longer, and
 // probe times, are r's. The hint counts from the transition (Context.At),
 // which is when the call that carried it was released. A nil r means the
-// manager's default, BasicTimeout{Open: DefaultOpen}; a limit that is not
-// positive makes Init fail with a *breaker.ConfigError.
+// manager's default, BasicTimeout{Open: 30 * time.Second}; a limit that is
+// not positive makes Init fail with a *breaker.ConfigError.
 //
 // WithHints keeps no state of its own beyond r's, so one value may serve
 // any number of breakers.
 func WithHints(r Recover, limit time.Duration) Recover {
 	if r == nil {
-		r = BasicTimeout{Open: DefaultOpen}
+		r = BasicTimeout{Open: defaultOpen}
 	}
 	return hinted{inner: r, max: limit}
 }

@@ -114,7 +114,7 @@ type Options struct {
 	Attributes []attribute.KeyValue
 	// EventBuffer is the buffer of the adapter's subscription to the
 	// manager's events. Below 1 means 1024; above
-	// manager.MaxSubscribeBuffer is an error. Transitions that arrive while
+	// 262,144 (1<<18) is an error. Transitions that arrive while
 	// it is full are counted in missed_transitions instead.
 	EventBuffer int
 }

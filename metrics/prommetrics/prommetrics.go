@@ -88,7 +88,7 @@ type Options struct {
 	ConstLabels prometheus.Labels
 	// EventBuffer is the buffer of the collector's subscription to the
 	// manager's events. Below 1 means 1024; above
-	// manager.MaxSubscribeBuffer is an error. Transitions that arrive while
+	// 262,144 (1<<18) is an error. Transitions that arrive while
 	// it is full are counted in missed_transitions instead.
 	EventBuffer int
 }

@@ -151,7 +151,7 @@ func (p *cutProxy) cut() {
 func TestFleetMissedChangeLearntOnResubscribe(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := startCutProxy(t, srv.Addr())
-	const resync = manager.DefaultResync
+	const resync = time.Second // the manager's default
 	// The watcher reaches Redis through the proxy; the actor directly.
 	wc := redis.NewClient(&redis.Options{Addr: proxy.addr(), ContextTimeoutEnabled: true})
 	defer wc.Close()

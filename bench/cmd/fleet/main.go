@@ -56,8 +56,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/fusebox-go/fusebox/manager"
 )
 
 func main() {
@@ -159,12 +157,13 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-// resyncOf is the Resync the managers run with.
+// resyncOf is the Resync the managers run with: the manager raises one
+// below 10ms to 10ms, and a zero one means a second (manager.Options).
 func (o options) resyncOf() time.Duration {
 	if o.resync > 0 {
-		return max(o.resync, manager.MinResync)
+		return max(o.resync, 10*time.Millisecond)
 	}
-	return manager.DefaultResync
+	return time.Second
 }
 
 func run(ctx context.Context, args []string, stdout, log io.Writer) error {

@@ -96,7 +96,7 @@ type Tally struct {
 
 // Start watches m's events with the given buffer (below 1 means
 // DefaultBuffer) and counts them from now on. It fails if the buffer is
-// above manager.MaxSubscribeBuffer.
+// above 262,144 (1<<18).
 func Start(m *manager.Manager, buffer int) (*Tally, error) {
 	if buffer < 1 {
 		buffer = DefaultBuffer
