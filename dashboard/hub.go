@@ -7,11 +7,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/watch"
 	"github.com/fusebox-go/fusebox/manager"
 )
 
 // The hub keeps what the page shows of every breaker, fed by the manager's
-// events (a manager.Watch) and by a scan of every breaker's stats each
+// events (an internal/watch.Watch) and by a scan of every breaker's stats each
 // Refresh. Each change is encoded once, as a message of the stream that
 // holds only the breakers that changed, and every event stream sends the
 // same bytes; a stream that connects, or falls behind the messages kept,
@@ -113,7 +114,7 @@ type hub struct {
 	title   string
 	actions bool
 	limit   int
-	w       *manager.Watch
+	w       *watch.Watch
 
 	mu      sync.Mutex
 	byName  map[string]*entry
@@ -142,7 +143,7 @@ func startHub(m *manager.Manager, title string, actions bool, limit, buffer int,
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	w, err := m.Watch(manager.WatchOptions{Buffer: buffer}, h.add)
+	w, err := watch.Start(m, buffer, h.add)
 	if err != nil {
 		return nil, err
 	}

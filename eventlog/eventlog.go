@@ -29,6 +29,7 @@ import (
 	"log/slog"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/watch"
 	"github.com/fusebox-go/fusebox/manager"
 )
 
@@ -73,12 +74,12 @@ func DefaultLevel(ev manager.Event) slog.Level {
 }
 
 // Logger writes the events of a manager's breakers to a slog.Logger, from
-// a goroutine of its own (a manager.Watch). Create one with Start and end it
+// a goroutine of its own. Create one with Start and end it
 // with Close.
 type Logger struct {
 	log   *slog.Logger
 	level func(manager.Event) slog.Level
-	w     *manager.Watch
+	w     *watch.Watch
 }
 
 // Start watches m's events and starts writing them to opts.Logger. It
@@ -96,7 +97,7 @@ func Start(m *manager.Manager, opts Options) (*Logger, error) {
 	if l.level == nil {
 		l.level = DefaultLevel
 	}
-	w, err := m.Watch(manager.WatchOptions{Buffer: opts.Buffer}, l.write)
+	w, err := watch.Start(m, opts.Buffer, l.write)
 	if err != nil {
 		return nil, fmt.Errorf("fusebox: eventlog.Start: Options.Buffer: %w", err)
 	}
@@ -115,7 +116,8 @@ func (l *Logger) Close() { l.w.Close() }
 func (l *Logger) Done() <-chan struct{} { return l.w.Done() }
 
 // Dropped returns how many events the manager dropped for the Logger
-// because its buffer was full.
+// because its buffer was full, as reported so far: a loss is reported with
+// the breaker's next event, after a DroppedMessage record.
 func (l *Logger) Dropped() uint64 { return l.w.Dropped() }
 
 func (l *Logger) write(batch []manager.Event) {

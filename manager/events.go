@@ -1,11 +1,8 @@
 package manager
 
 import (
-	"errors"
-	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -92,146 +89,15 @@ const defaultSubscribeBuffer = 64
 
 // maxSubscribeBuffer is the largest buffer a subscription may ask for:
 // about 30 MB of waiting events. Subscribe uses it for a larger buffer;
-// Watch rejects one.
+// internal/watch refuses one (watch.MaxBuffer, held to this by a test).
 const maxSubscribeBuffer = 1 << 18
-
-// WatchOptions configure a Watch. The zero value is valid: every event of
-// every breaker, through a buffer of 64 events.
-type WatchOptions struct {
-	// Buffer is how many events may wait for the handler before the
-	// manager drops them. Below 1 means 64; above 262,144 (1<<18) is an
-	// error.
-	Buffer int
-	// Names, when not empty, limits the watch to the events of the
-	// breakers of these names, registered now or later. Nil means every
-	// breaker.
-	Names []string
-}
-
-// Watch is a subscription to a manager's events whose events are handed,
-// in order and in batches, to a function on a goroutine of the watch's
-// own. Create one with Manager.Watch and end it with Close. Its methods are
-// safe for concurrent use, except that the handler must not call Sync or
-// Close of its own Watch.
-type Watch struct {
-	m      *Manager
-	sub    *subscriber
-	handle func([]Event)
-	syncc  chan chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-}
-
-// Watch subscribes to the manager's events and calls handle with each
-// batch of them, in the order the manager handled them, on a goroutine of
-// the watch's own: a batch is an event and those that were already waiting
-// behind it, so a burst of transitions costs one call. The slice is reused
-// after handle returns. The manager never waits for the handler: events
-// that find the buffer full are dropped, counted in Dropped and in the
-// breaker's Stats.DroppedEvents, and reported by the Missed field of the
-// breaker's next event the watch delivers.
-//
-// Watch fails if handle is nil or opts.Buffer is above 262,144 (1<<18).
-// On a stopped manager it returns a watch that is already done.
-func (m *Manager) Watch(opts WatchOptions, handle func([]Event)) (*Watch, error) {
-	if handle == nil {
-		return nil, errors.New("fusebox: Manager.Watch: the handler is nil")
-	}
-	sub, err := m.subscribeWith(opts)
-	if err != nil {
-		return nil, fmt.Errorf("fusebox: Manager.Watch: %w", err)
-	}
-	w := &Watch{
-		m:      m,
-		sub:    sub,
-		handle: handle,
-		syncc:  make(chan chan struct{}),
-		quit:   make(chan struct{}),
-		done:   make(chan struct{}),
-	}
-	go w.run()
-	return w, nil
-}
-
-func (w *Watch) run() {
-	defer close(w.done)
-	batch := make([]Event, 0, 64)
-	for {
-		select {
-		case ev, ok := <-w.sub.ch:
-			if !ok {
-				return
-			}
-			w.drain(append(batch[:0], ev))
-		case reply := <-w.syncc:
-			w.drain(batch[:0])
-			close(reply)
-		case <-w.quit:
-			// Hand over what was delivered before Close, so that a
-			// consumer's last view includes it.
-			w.drain(batch[:0])
-			return
-		}
-	}
-}
-
-// drain adds to batch the events already waiting, and no more, and hands
-// the batch over if it is not empty.
-func (w *Watch) drain(batch []Event) {
-	for i := len(w.sub.ch); i > 0; i-- {
-		ev, ok := <-w.sub.ch
-		if !ok {
-			break
-		}
-		batch = append(batch, ev)
-	}
-	if len(batch) > 0 {
-		w.handle(batch)
-	}
-}
-
-// Sync returns once the handler has returned from every event the manager
-// had delivered to the watch before the call. Call Manager.Sync first to
-// include every event of what was asked of the manager before. After
-// Close, or once the manager has stopped, Sync returns at once.
-func (w *Watch) Sync() {
-	reply := make(chan struct{})
-	select {
-	case w.syncc <- reply:
-		<-reply
-	case <-w.done:
-	}
-}
-
-// Dropped returns how many events the manager dropped for this watch
-// because its buffer was full.
-func (w *Watch) Dropped() uint64 { return w.sub.dropped.Load() }
-
-// Done returns a channel closed once the watch's goroutine has returned:
-// after Close, or once the manager has stopped and the last events were
-// handled.
-func (w *Watch) Done() <-chan struct{} { return w.done }
-
-// Close ends the subscription, hands the events already delivered to the
-// handler, and returns once the watch's goroutine has returned. Calling it
-// more than once does nothing more.
-func (w *Watch) Close() {
-	w.once.Do(func() {
-		close(w.quit)
-		<-w.done
-		w.m.unsubscribeSub(w.sub)
-	})
-}
 
 // subscriber is one subscription. Its channel is closed by whoever ends
 // it first, under its lock, which the loop also holds while it offers an
 // event: so ending a subscription never waits for the loop, however busy
 // it is, and the loop never sends on a closed channel.
 type subscriber struct {
-	ch      chan Event
-	names   map[string]struct{} // nil: every breaker
-	dropped atomic.Uint64
+	ch chan Event
 	// missed counts, per breaker, the events dropped since its last one
 	// delivered; owned by the loop.
 	missed map[*Breaker]uint64
@@ -281,34 +147,27 @@ type subscribeReq struct {
 // manager never waits for a subscriber: when the buffer is full the event
 // is dropped for that subscriber, counted in the breaker's
 // Stats.DroppedEvents and reported in the Missed field of the breaker's
-// next event. The channel is closed when the subscription ends or
-// the manager stops. Calling the returned function more than once, or after
+// next event. The channel is closed when the subscription ends or the
+// manager stops. Calling the returned function more than once, or after
 // Stop, does nothing. Subscribing to a stopped manager returns a closed
-// channel. Watch does the same with a per-breaker filter, a count of drops
-// and a goroutine that hands the events to a function.
+// channel.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
-	sub, _ := m.subscribeWith(WatchOptions{Buffer: min(buffer, maxSubscribeBuffer)})
+	sub := m.subscribeBuffer(buffer)
 	var once sync.Once
 	return sub.ch, func() { once.Do(func() { m.unsubscribeSub(sub) }) }
 }
 
-// subscribeWith makes the subscriber on the caller's goroutine, so that the
-// loop never allocates a buffer a caller chose, and hands it to the loop.
-func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
-	buffer := opts.Buffer
+// subscribeBuffer makes the subscriber on the caller's goroutine, so that
+// the loop never allocates a buffer a caller chose, and hands it to the
+// loop.
+func (m *Manager) subscribeBuffer(buffer int) *subscriber {
 	switch {
 	case buffer > maxSubscribeBuffer:
-		return nil, fmt.Errorf("buffer %d is above the largest, %d", buffer, maxSubscribeBuffer)
+		buffer = maxSubscribeBuffer
 	case buffer < 1:
 		buffer = defaultSubscribeBuffer
 	}
 	sub := &subscriber{ch: make(chan Event, buffer)}
-	if len(opts.Names) > 0 {
-		sub.names = make(map[string]struct{}, len(opts.Names))
-		for _, n := range opts.Names {
-			sub.names[n] = struct{}{}
-		}
-	}
 	req := subscribeReq{sub: sub, reply: make(chan struct{})}
 	select {
 	case m.subscribec <- req:
@@ -316,7 +175,7 @@ func (m *Manager) subscribeWith(opts WatchOptions) (*subscriber, error) {
 	case <-m.done:
 		sub.end()
 	}
-	return sub, nil
+	return sub
 }
 
 // unsubscribeSub ends sub: its channel is closed when it returns. It does
@@ -346,12 +205,6 @@ func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind, until time.T
 func (m *Manager) publish(b *Breaker, ev Event) {
 	kept := m.subs[:0]
 	for _, sub := range m.subs {
-		if sub.names != nil {
-			if _, ok := sub.names[ev.Name]; !ok {
-				kept = append(kept, sub)
-				continue
-			}
-		}
 		e := ev
 		if len(sub.missed) > 0 {
 			e.Missed = sub.missed[b]
@@ -369,12 +222,12 @@ func (m *Manager) publish(b *Breaker, ev Event) {
 				sub.missed = make(map[*Breaker]uint64)
 			}
 			sub.missed[b]++
-			sub.dropped.Add(1)
 			b.dropped.Add(1)
 		}
 		if ev.Kind == EventRemoved {
 			// Nothing of this breaker follows; a drop of this very event
-			// is counted in Dropped but cannot be reported later.
+			// is counted in the breaker's stats but cannot be reported
+			// later.
 			delete(sub.missed, b)
 		}
 		kept = append(kept, sub)

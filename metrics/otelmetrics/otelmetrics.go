@@ -7,7 +7,7 @@
 // version, and one callback. Whenever a reader of the provider collects, the
 // callback reads every breaker's counters and state
 // (manager.Breaker.Stats) and the transitions counted from the manager's
-// events (manager.Manager.Watch), so calls through a breaker do no extra
+// events (manager.Manager.Subscribe), so calls through a breaker do no extra
 // work for it:
 //
 //	reg, err := otelmetrics.Register(m, otelmetrics.Options{MeterProvider: provider})

@@ -3,7 +3,7 @@
 //
 // A Collector implements prometheus.Collector. At each scrape it reads every
 // breaker's counters and state (manager.Breaker.Stats) and the transitions
-// it has counted from the manager's events (manager.Manager.Watch), so
+// it has counted from the manager's events (manager.Manager.Subscribe), so
 // calls through a breaker do no extra work for it. Register it with a
 // registry and close it when done:
 //

@@ -3,7 +3,7 @@
 // (Breaker.Stats), but not transitions: those are events, and an adapter
 // that wants them as counters has to count them.
 //
-// A Tally is a manager.Watch that counts every event, so the manager's loop
+// A Tally is a watch (internal/watch) that counts every event, so the manager's loop
 // only pays for one more buffered send and the calls through a breaker pay
 // nothing. Events lost because the watch's buffer was full are reported by
 // the manager in the Missed field of the breaker's next event, and counted
@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/watch"
 	"github.com/fusebox-go/fusebox/manager"
 )
 
@@ -88,7 +89,7 @@ func (c *Counts) Of(tr breaker.Transition) uint64 {
 
 // Tally counts transitions. Create one with Start and end it with Close.
 type Tally struct {
-	w *manager.Watch
+	w *watch.Watch
 
 	mu     sync.Mutex
 	byName map[string]*Counts
@@ -102,7 +103,7 @@ func Start(m *manager.Manager, buffer int) (*Tally, error) {
 		buffer = DefaultBuffer
 	}
 	t := &Tally{byName: make(map[string]*Counts)}
-	w, err := m.Watch(manager.WatchOptions{Buffer: buffer}, t.count)
+	w, err := watch.Start(m, buffer, t.count)
 	if err != nil {
 		return nil, err
 	}
