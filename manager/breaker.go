@@ -104,11 +104,10 @@ func (p Permit) Probe() bool { return p.t.Probe }
 //
 // ctx is consulted only when the call would become the probe: a caller whose
 // context is already done gets ctx.Err() instead of taking the probe slot.
-// A nil ctx is an error (errors.Is(err, ErrNilContext)), and the call is not
-// counted.
+// A nil ctx is an error naming the breaker, and the call is not counted.
 func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	if ctx == nil {
-		return Permit{}, b.misuse("Acquire", ErrNilContext)
+		return Permit{}, b.misuse("Acquire", errNilContext)
 	}
 	s := b.mach.Snapshot()
 	if s.Admits() {
@@ -263,15 +262,15 @@ func (b *Breaker) endProbe(t machine.Ticket, o classify.Outcome, err error) {
 // and releases the permit with fn's error, which it returns. A declined call
 // returns the *breaker.OpenError without calling fn. If fn, or the
 // breaker's Classifier, panics, the call is released as a failure and the
-// panic goes on. A nil fn or a nil ctx is an error that names Do
-// (errors.Is(err, ErrNilFunc), errors.Is(err, ErrNilContext)), asks for no
-// permit and counts neither for nor against the service.
+// panic goes on. A nil fn or a nil ctx is an error that names Do and the
+// breaker, asks for no permit and counts neither for nor against the
+// service.
 func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error {
 	if fn == nil {
-		return b.misuse("Do", ErrNilFunc)
+		return b.misuse("Do", errNilFunc)
 	}
 	if ctx == nil {
-		return b.misuse("Do", ErrNilContext)
+		return b.misuse("Do", errNilContext)
 	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
@@ -296,11 +295,11 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	if fn == nil {
 		var zero T
-		return zero, b.misuse("Call", ErrNilFunc)
+		return zero, b.misuse("Call", errNilFunc)
 	}
 	if ctx == nil {
 		var zero T
-		return zero, b.misuse("Call", ErrNilContext)
+		return zero, b.misuse("Call", errNilContext)
 	}
 	p, err := b.Acquire(ctx)
 	if err != nil {

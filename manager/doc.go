@@ -67,9 +67,10 @@
 // for each, and every call then gets ErrStopped, or, with Options.FailOpen,
 // goes through unprotected (counted in Stats.Unprotected).
 //
-// Bad input is an error, never a panic: Register checks the name (see
-// ErrInvalidName) and every field of the Config, and Acquire, Do and Call
-// refuse a nil context or function (ErrNilContext, ErrNilFunc).
+// Bad input is an error, never a panic: Register checks the name (1 to 256
+// bytes of printable UTF-8) and every field of the Config, and Acquire, Do
+// and Call refuse a nil context or function, with errors that name the
+// breaker and what is wrong.
 //
 // Package recover's name shadows the builtin recover() in any file that
 // imports it; this package keeps its panic guard in a file that does not.

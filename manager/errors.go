@@ -17,11 +17,11 @@ var ErrRemoved = errors.New("fusebox: breaker removed")
 // a name that is already registered.
 var ErrDuplicate = errors.New("fusebox: a breaker with this name is already registered")
 
-// ErrNilContext is matched, with errors.Is, by the error Acquire, Do and Call
-// return for a nil context. Such a call is not made and not counted.
-var ErrNilContext = errors.New("fusebox: nil context")
-
-// ErrNilFunc is matched, with errors.Is, by the error Do and Call return for
-// a nil function. Such a call is not made and not counted: it is the
-// caller's mistake, not the service's failure.
-var ErrNilFunc = errors.New("fusebox: nil function")
+// errNilContext is the cause of the error Acquire, Do and Call return for a
+// nil context, and errNilFunc of the one Do and Call return for a nil
+// function: the caller's mistake, not the service's failure, which no
+// caller has reason to match. Such a call is not made and not counted.
+var (
+	errNilContext = errors.New("fusebox: nil context")
+	errNilFunc    = errors.New("fusebox: nil function")
+)

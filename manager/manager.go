@@ -231,8 +231,8 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // Register adds a breaker named name, closed, and returns its handle. The
 // zero Config is valid (see Config for the defaults). Register fails, with
 // an error that names the breaker and the field at fault, if the name is
-// not one a breaker may have (errors.Is(err, ErrInvalidName): empty, longer
-// than 256 bytes, not valid UTF-8, or not printable) or is taken
+// not one a breaker may have (empty, longer than 256 bytes, not valid
+// UTF-8, or not printable) or is taken
 // (errors.Is(err, ErrDuplicate)), if the strategy's or the recovery
 // policy's options are invalid or out of range (a *breaker.ConfigError
 // names the field), if a callback of the Config panics while it is

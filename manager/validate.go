@@ -15,9 +15,9 @@ import (
 // maxNameLen is the longest breaker name Register accepts, in bytes.
 const maxNameLen = 256
 
-// ErrInvalidName is matched, with errors.Is, by the error Register returns
-// for a name it refuses: empty, longer than 256 bytes, not valid
-// UTF-8, or holding a character that is not printable.
+// errInvalidName is the cause of the error Register returns for a name it
+// refuses: empty, longer than 256 bytes, not valid UTF-8, or holding a
+// character that is not printable.
 //
 // A breaker's name goes into every declined call's error, into log lines,
 // metric labels and store keys, so it must be short and print as itself:
@@ -25,25 +25,25 @@ const maxNameLen = 256
 // ASCII space (unicode.IsPrint). Control characters (newlines, NUL), format
 // characters (zero-width joiners, bidirectional overrides) and separators
 // other than the ASCII space are refused.
-var ErrInvalidName = errors.New("fusebox: invalid breaker name")
+var errInvalidName = errors.New("fusebox: invalid breaker name")
 
 // checkName reports why name cannot be a breaker's name, or nil.
 func checkName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("fusebox: register: the breaker's name must not be empty: %w", ErrInvalidName)
+		return fmt.Errorf("fusebox: register: the breaker's name must not be empty: %w", errInvalidName)
 	case len(name) > maxNameLen:
 		// Quote only the start: the point is that the whole is too long
 		// to print.
 		return fmt.Errorf("fusebox: register breaker %q...: the name is %d bytes long, more than %d: %w",
-			clip(name, 32), len(name), maxNameLen, ErrInvalidName)
+			clip(name, 32), len(name), maxNameLen, errInvalidName)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("fusebox: register breaker %q: the name is not valid UTF-8: %w", name, ErrInvalidName)
+		return fmt.Errorf("fusebox: register breaker %q: the name is not valid UTF-8: %w", name, errInvalidName)
 	}
 	for i, r := range name {
 		if !unicode.IsPrint(r) {
 			return fmt.Errorf("fusebox: register breaker %q: the name holds %U, which is not printable, at byte %d: %w",
-				name, r, i, ErrInvalidName)
+				name, r, i, errInvalidName)
 		}
 	}
 	return nil

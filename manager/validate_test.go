@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -19,7 +18,7 @@ import (
 	"github.com/fusebox-go/fusebox/store"
 )
 
-// A name is refused, with ErrInvalidName, unless it is 1 to 256 bytes of
+// A name is refused, with an error saying so, unless it is 1 to 256 bytes of
 // printable UTF-8; the error quotes at most a short start of a long name.
 func TestRegisterNames(t *testing.T) {
 	const maxNameLen = 256
@@ -51,7 +50,7 @@ func TestRegisterNames(t *testing.T) {
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			b, err := m.Register(c.name, manager.Config{})
-			require.ErrorIs(t, err, manager.ErrInvalidName, "Register(%q)", clipName(c.name))
+			require.ErrorContains(t, err, "invalid breaker name", "Register(%q)", clipName(c.name))
 			assert.Nil(t, b)
 			msg := err.Error()
 			assert.True(t, strings.HasPrefix(msg, "fusebox: "), msg)
@@ -160,22 +159,22 @@ func TestNilFuncAndContext(t *testing.T) {
 	for _, c := range []struct {
 		what   string
 		err    error
-		want   error
+		want   string
 		method string // the method the error names
 	}{
-		{"Do(ctx, nil)", b.Do(context.Background(), nil), manager.ErrNilFunc, "Do"},
+		{"Do(ctx, nil)", b.Do(context.Background(), nil), "nil function", "Do"},
 		{"Call(ctx, b, nil)", func() error {
 			_, err := manager.Call[int](context.Background(), b, nil)
 			return err
-		}(), manager.ErrNilFunc, "Call"},
-		{"Do(nil, fn)", b.Do(nilCtx, fn), manager.ErrNilContext, "Do"},
+		}(), "nil function", "Call"},
+		{"Do(nil, fn)", b.Do(nilCtx, fn), "nil context", "Do"},
 		{"Call(nil, b, fn)", func() error {
 			_, err := manager.Call(nilCtx, b, func(context.Context) (int, error) { called = true; return 0, errBoom })
 			return err
-		}(), manager.ErrNilContext, "Call"},
-		{"Acquire(nil)", func() error { _, err := b.Acquire(nilCtx); return err }(), manager.ErrNilContext, "Acquire"},
+		}(), "nil context", "Call"},
+		{"Acquire(nil)", func() error { _, err := b.Acquire(nilCtx); return err }(), "nil context", "Acquire"},
 	} {
-		assert.ErrorIs(t, c.err, c.want, c.what)
+		assert.ErrorContains(t, c.err, c.want, c.what)
 		if c.err != nil {
 			assert.Contains(t, c.err.Error(), `"nils"`, "%s: the error names the breaker", c.what)
 			assert.Contains(t, c.err.Error(), ": "+c.method+": ", "%s: the error names the method called: %v", c.what, c.err)
@@ -192,7 +191,7 @@ func TestNilFuncAndContext(t *testing.T) {
 	advance(m, mock, time.Second)
 	requireState(t, b, breaker.HalfOpen, "after the open period")
 	_, err := b.Acquire(nilCtx)
-	assert.True(t, errors.Is(err, manager.ErrNilContext))
+	assert.ErrorContains(t, err, "nil context")
 	requireState(t, b, breaker.HalfOpen, "a nil context takes no probe")
 }
 
