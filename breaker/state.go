@@ -19,7 +19,7 @@ const (
 	// its manager has halted for good after too many panics in callbacks:
 	// no transition happens any more, and calls are declined with
 	// manager.ErrStopped, or let through unprotected if the manager fails
-	// open. Valid reports false for it.
+	// open.
 	Halted
 )
 
@@ -39,9 +39,6 @@ func (s State) String() string {
 	}
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }
-
-// Valid reports whether s is one of the four states.
-func (s State) Valid() bool { return s >= Closed && s <= Probing }
 
 // Transition is a change of state.
 type Transition struct{ From, To State }

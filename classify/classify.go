@@ -46,9 +46,6 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Valid reports whether o is Success, Failure or Ignore.
-func (o Outcome) Valid() bool { return o >= Success && o <= Ignore }
-
 // Classifier turns the error a call returned into an Outcome. It runs on the
 // caller's goroutine, once per released call, so it must be fast and must not
 // block. A Classifier that returns anything but Success, Failure or Ignore is

@@ -65,16 +65,6 @@ func TestOutcomeString(t *testing.T) {
 	}
 }
 
-func TestOutcomeValid(t *testing.T) {
-	for o := range 256 {
-		want := o >= 1 && o <= 3
-		assert.Equal(t, want, classify.Outcome(o).Valid(), "Outcome(%d).Valid()", o)
-	}
-	assert.True(t, classify.Success.Valid())
-	assert.True(t, classify.Failure.Valid())
-	assert.True(t, classify.Ignore.Valid())
-}
-
 var (
 	errBadRequest = errors.New("bad request")
 	errNotFound   = errors.New("not found")

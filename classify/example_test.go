@@ -37,11 +37,11 @@ func ExampleIgnoreErrors() {
 
 func ExampleOutcome_String() {
 	for _, o := range []classify.Outcome{classify.Success, classify.Failure, classify.Ignore, 0} {
-		fmt.Println(o, o.Valid())
+		fmt.Println(o)
 	}
 	// Output:
-	// success true
-	// failure true
-	// ignore true
-	// none false
+	// success
+	// failure
+	// ignore
+	// none
 }

@@ -99,7 +99,7 @@ func record(ev manager.Event) TransitionRecord {
 		At:    ev.At,
 		Cause: ev.Cause.String(),
 	}
-	if ev.Outcome.Valid() {
+	if ev.Outcome != 0 {
 		r.Outcome = ev.Outcome.String()
 	}
 	return r

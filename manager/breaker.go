@@ -211,7 +211,7 @@ func (p Permit) release(o classify.Outcome, err error) {
 	if b == nil {
 		return
 	}
-	if !o.Valid() {
+	if o < classify.Success || o > classify.Ignore {
 		o = classify.Failure
 	}
 	if p.start != 0 {

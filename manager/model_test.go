@@ -38,7 +38,7 @@ func checkEdge(e manager.Event) error {
 		return nil
 	}
 	from, to := e.Transition.From, e.Transition.To
-	if !from.Valid() || !to.Valid() {
+	if from < breaker.Closed || from > breaker.Probing || to < breaker.Closed || to > breaker.Probing {
 		return fmt.Errorf("%s: %v is not between two states", e.Name, e.Transition)
 	}
 	bad := func(why string) error {

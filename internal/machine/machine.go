@@ -599,7 +599,7 @@ func (m *Machine) halt(removed bool) bool {
 // and refuses a state that is not one of the four, or forced for a state
 // other than Open.
 func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, now time.Time) (Step, bool) {
-	if !st.Valid() || forced && st != breaker.Open {
+	if st < breaker.Closed || st > breaker.Probing || forced && st != breaker.Open {
 		return Step{}, false
 	}
 	if forced {

@@ -81,11 +81,15 @@ type Counts struct {
 
 // Of returns the count of one transition.
 func (c *Counts) Of(tr breaker.Transition) uint64 {
-	if !tr.From.Valid() || !tr.To.Valid() {
+	if !inCycle(tr.From) || !inCycle(tr.To) {
 		return 0
 	}
 	return c.Transitions[tr.From][tr.To]
 }
+
+// inCycle reports whether s is one of the four states, which index
+// Counts.Transitions.
+func inCycle(s breaker.State) bool { return s >= breaker.Closed && s <= breaker.Probing }
 
 // Tally counts transitions. Create one with Start and end it with Close.
 type Tally struct {
@@ -125,7 +129,7 @@ func (t *Tally) count(batch []manager.Event) {
 			t.byName[ev.Name] = c
 		}
 		c.Missed += ev.Missed
-		if tr := ev.Transition; ev.Kind == manager.EventTransition && tr.From.Valid() && tr.To.Valid() {
+		if tr := ev.Transition; ev.Kind == manager.EventTransition && inCycle(tr.From) && inCycle(tr.To) {
 			c.Transitions[tr.From][tr.To]++
 		}
 	}
