@@ -290,7 +290,7 @@ func (m *fleetModel) publish(c store.Change, why string) {
 			v.queue = append(v.queue, c)
 			continue
 		}
-		m.follow(i, c.Status(), m.now, true, why)
+		m.follow(i, fstep.StatusOf(c), m.now, true, why)
 	}
 }
 
@@ -586,7 +586,7 @@ func (m *fleetModel) deliver(i int) {
 		m.edge("changes-delivered-late")
 	}
 	for _, c := range q {
-		m.follow(i, c.Status(), m.now, true, "deliver")
+		m.follow(i, fstep.StatusOf(c), m.now, true, "deliver")
 	}
 }
 

@@ -23,7 +23,7 @@ type changeMsg struct {
 
 func (msg changeMsg) handle(*Manager) {
 	if sh := msg.h.byName[msg.change.Name]; sh != nil {
-		sh.loopStep(fleet.Heard{Status: msg.change.Status(), At: msg.at})
+		sh.loopStep(fleet.Heard{Status: fleet.StatusOf(msg.change), At: msg.at})
 	}
 }
 

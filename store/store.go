@@ -271,12 +271,6 @@ type Change struct {
 	Open time.Duration
 }
 
-// Status returns the change as the status it left the breaker in, for a
-// mirror to follow as it follows a status read.
-func (c Change) Status() Status {
-	return Status{Epoch: c.Epoch, Open: c.Open, Forced: c.Kind == Forced}
-}
-
 // Fallback says what a shared breaker does while its store cannot be
 // reached.
 type Fallback uint8

@@ -24,7 +24,7 @@ type Mirror struct {
 const Tolerance = 25 * time.Millisecond
 
 // Follow is the rule a mirror follows: given what it knows (m), a status of
-// the store (st, or a change as store.Change.Status gives it) asked for at at,
+// the store (st, or a change as StatusOf gives it) asked for at at,
 // and now, it returns the mirror's next state and whether it changes. It is
 // a pure function: the manager applies its answer.
 //

@@ -67,12 +67,12 @@ func TestFollow(t *testing.T) {
 		{"a mirror forced on its own keeps to it in its epoch", forced(2), store.Status{Epoch: 2}, t0, t0, forced(2), false},
 		{"a mirror forced on its own ignores an opened status of its epoch", forced(3), store.Status{Epoch: 3, Open: time.Second}, t0, t0, forced(3), false},
 		{"a reset lifts a forced mirror", forced(5), store.Status{Epoch: 6}, t0, t0, mir(C, 6, time.Time{}, false), true},
-		{"a change: forced", mir(C, 2, time.Time{}, false), store.Change{Kind: store.Forced, Epoch: 3}.Status(), t0, t0, forced(3), true},
+		{"a change: forced", mir(C, 2, time.Time{}, false), fleet.StatusOf(store.Change{Kind: store.Forced, Epoch: 3}), t0, t0, forced(3), true},
 		{"a forced status does not end with time", mir(C, 2, time.Time{}, false), store.Status{Epoch: 3, Forced: true}, t0, t1.Add(time.Hour), forced(3), true},
-		{"a change: opened in a newer epoch", mir(C, 0, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Minute}.Status(), t0, t0, mir(O, 1, t0.Add(time.Minute), false), true},
-		{"a change: the late echo of this process's own opening", mir(H, 1, time.Time{}, false), store.Change{Kind: store.Opened, Epoch: 1, Open: time.Second}.Status(), t0, t1, mir(H, 1, time.Time{}, false), false},
-		{"a change: closed", mir(P, 1, t1, false), store.Change{Kind: store.Closed, Epoch: 2}.Status(), t0, t0, mir(C, 2, time.Time{}, false), true},
-		{"a change: released", mir(P, 1, t1, false), store.Change{Kind: store.Released, Epoch: 1}.Status(), t0, t0, mir(H, 1, time.Time{}, false), true},
+		{"a change: opened in a newer epoch", mir(C, 0, time.Time{}, false), fleet.StatusOf(store.Change{Kind: store.Opened, Epoch: 1, Open: time.Minute}), t0, t0, mir(O, 1, t0.Add(time.Minute), false), true},
+		{"a change: the late echo of this process's own opening", mir(H, 1, time.Time{}, false), fleet.StatusOf(store.Change{Kind: store.Opened, Epoch: 1, Open: time.Second}), t0, t1, mir(H, 1, time.Time{}, false), false},
+		{"a change: closed", mir(P, 1, t1, false), fleet.StatusOf(store.Change{Kind: store.Closed, Epoch: 2}), t0, t0, mir(C, 2, time.Time{}, false), true},
+		{"a change: released", mir(P, 1, t1, false), fleet.StatusOf(store.Change{Kind: store.Released, Epoch: 1}), t0, t0, mir(H, 1, time.Time{}, false), true},
 	}
 	for _, tt := range tests {
 		got, changed := fleet.Follow(tt.m, tt.st, tt.at, tt.now)
