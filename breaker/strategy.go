@@ -24,6 +24,16 @@ type Strategy interface {
 // block. Record returns true from the outcome that reaches the threshold on;
 // the breaker's compare-and-swap makes the trip happen once even if several
 // calls return true together.
+//
+// A Counter that keeps a window of recent outcomes (those of FailureRate
+// and TimeWindow, not Consecutive's) also has the method
+//
+//	Window(now time.Time) (calls, failures uint64)
+//
+// which returns the calls and failures in the window as of now (now is
+// only read by counters whose UsesClock is true), so that the failure rate
+// the strategy trips on can be shown (manager's Stats.WindowCalls and
+// WindowFailures). It may be called concurrently with Record.
 type Counter interface {
 	// Record counts outcome o, observed at now, and reports whether the
 	// breaker should trip. now is the zero time unless UsesClock is true.
@@ -31,14 +41,4 @@ type Counter interface {
 	// UsesClock reports whether Record needs the current time. Count-based
 	// counters return false, and callers then never read the clock for them.
 	UsesClock() bool
-}
-
-// Windowed is implemented by a Counter that keeps a window of recent
-// outcomes (FailureRate, TimeWindow, but not Consecutive), so that the
-// failure rate the strategy trips on can be shown.
-type Windowed interface {
-	// Window returns the calls and failures in the window as of now (now
-	// is only read by counters whose UsesClock is true). It may be called
-	// concurrently with Record.
-	Window(now time.Time) (calls, failures uint64)
 }

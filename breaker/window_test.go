@@ -10,6 +10,11 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 )
 
+// windowed is the method of a Counter that keeps a window (see Counter).
+type windowed interface {
+	Window(now time.Time) (calls, failures uint64)
+}
+
 // Window shows what a windowed strategy trips on: the calls and failures
 // that are still in its window, read at an instant.
 func TestWindow(t *testing.T) {
@@ -37,12 +42,12 @@ func TestWindow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctr := newCounter(t, c.strategy)
 			play(t, ctr, c.seq)
-			w, ok := ctr.(breaker.Windowed)
-			require.True(t, ok, "%T is Windowed", ctr)
+			w, ok := ctr.(windowed)
+			require.True(t, ok, "%T has Window", ctr)
 			calls, failures := w.Window(t0.Add(c.at))
 			assert.Equal(t, [2]uint64{c.calls, c.failure}, [2]uint64{calls, failures}, "Window(t0+%v) after %v", c.at, c.seq)
 		})
 	}
-	_, ok := newCounter(t, breaker.Consecutive{Failures: 3}).(breaker.Windowed)
+	_, ok := newCounter(t, breaker.Consecutive{Failures: 3}).(windowed)
 	assert.False(t, ok, "Consecutive keeps no window")
 }

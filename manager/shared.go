@@ -254,7 +254,7 @@ func (sh *shared) logFallBack(err error) {
 // counter wraps the counter of one closed period of the breaker.
 func (sh *shared) counter(c breaker.Counter) breaker.Counter {
 	sc := sharedCounter{Counter: c, sh: sh}
-	if _, ok := c.(breaker.Windowed); ok {
+	if _, ok := c.(machine.Windowed); ok {
 		return &sharedWindowCounter{sc}
 	}
 	return &sc
@@ -277,9 +277,9 @@ func (c *sharedCounter) Record(o classify.Outcome, now time.Time) bool {
 // sharedWindowCounter is a sharedCounter whose strategy keeps a window.
 type sharedWindowCounter struct{ sharedCounter }
 
-// Window implements breaker.Windowed: the window this process counted.
+// Window implements machine.Windowed: the window this process counted.
 func (c *sharedWindowCounter) Window(now time.Time) (calls, failures uint64) {
-	return c.Counter.(breaker.Windowed).Window(now)
+	return c.Counter.(machine.Windowed).Window(now)
 }
 
 // record is an outcome in the closed state. Its own counter c counts every

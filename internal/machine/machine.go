@@ -287,13 +287,19 @@ func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, er
 	return step, ok, nil
 }
 
+// Windowed is a breaker.Counter that keeps a window of recent outcomes
+// and can say what it holds (see breaker.Counter).
+type Windowed interface {
+	Window(now time.Time) (calls, failures uint64)
+}
+
 // Window returns the calls and failures in the window of the breaker's
 // strategy: of the current closed period as of now, or, while the breaker is
 // not closed, of the closed period that ended when it opened, as of then.
-// ok is false for a strategy without a window (see breaker.Windowed).
+// ok is false for a strategy without a window (see Windowed).
 func (m *Machine) Window(now time.Time) (calls, failures uint64, ok bool) {
 	s := m.cur.Load()
-	w, ok := s.counter.(breaker.Windowed)
+	w, ok := s.counter.(Windowed)
 	if !ok {
 		return 0, 0, false
 	}
