@@ -50,7 +50,7 @@ var crashScenarios = map[string]func() error{
 		return nil
 	},
 	"panicking callbacks": func() error {
-		for _, opts := range []manager.Options{{}, {Restart: manager.RestartOne}, {FailOpen: true}} {
+		for _, opts := range []manager.Options{{}, {RestartOne: true}, {FailOpen: true}} {
 			opts.Logger = quietLogger
 			m := manager.Start(opts)
 			var bs []*manager.Breaker
@@ -115,7 +115,7 @@ var crashScenarios = map[string]func() error{
 		return nil
 	},
 	"panicking logger": func() error {
-		m := manager.Start(manager.Options{Logger: slog.New(panicHandler{}), MaxRestarts: -1, Watchdog: -1, Restart: 9})
+		m := manager.Start(manager.Options{Logger: slog.New(panicHandler{}), MaxRestarts: -1, Watchdog: -1})
 		defer m.Stop()
 		b, err := m.Register("p", manager.Config{
 			Strategy: breaker.Consecutive{Failures: 1},

@@ -58,10 +58,9 @@
 // manager without it.
 //
 // A panic in a callback the manager runs is recovered and logged, and the
-// manager restarts: with Options.Restart at its default, RestartAll, it
-// calls Init again for every breaker and closes every breaker, keeping the
-// registrations; with RestartOne, it does so for the breaker whose
-// callback panicked only. Too many restarts in a short time
+// manager restarts: by default it calls Init again for every breaker and
+// closes every breaker, keeping the registrations; with Options.RestartOne,
+// it does so for the breaker whose callback panicked only. Too many restarts in a short time
 // (Options.MaxRestarts within Options.RestartWindow) halt the manager for
 // good: every breaker reports breaker.Halted, an EventHalted is published
 // for each, and every call then gets ErrStopped, or, with Options.FailOpen,

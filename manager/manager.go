@@ -28,13 +28,14 @@ type Options struct {
 	// defaults.
 	MaxRestarts   int
 	RestartWindow time.Duration
-	// Restart says which breakers a panic in a callback the manager runs
-	// (Recover.Init, Recover.Timeout) restarts. The zero value,
-	// RestartAll, restarts every breaker: each is closed, whatever its
-	// state. RestartOne restarts only the breaker whose callback panicked.
-	// Under either, each restart counts towards MaxRestarts. An unknown
-	// value is logged and replaced by RestartAll.
-	Restart RestartPolicy
+	// RestartOne says which breakers a panic in a callback the manager
+	// runs (Recover.Init, Recover.Timeout) restarts. False, the default,
+	// restarts every breaker (one_for_all): Init is called again for each,
+	// and each is closed, whatever its state, those open included. True
+	// restarts only the breaker whose callback panicked (one_for_one); the
+	// others keep their state and their timers. Either way, each restart
+	// counts towards MaxRestarts.
+	RestartOne bool
 	// FailOpen says what calls get once the manager has halted after
 	// MaxRestarts restarts. False, the default, declines them with
 	// ErrStopped. True lets them through unprotected: Acquire returns a
@@ -147,7 +148,7 @@ type Manager struct {
 	halted   bool
 
 	// Supervision.
-	restart       RestartPolicy
+	restartOne    bool
 	failOpen      bool
 	watchdogAfter time.Duration
 	crashed       atomic.Bool // halted after too many restarts
@@ -183,7 +184,7 @@ func newManager(opts Options) *Manager {
 		quit:          make(chan struct{}),
 		done:          make(chan struct{}),
 		byName:        make(map[string]*Breaker),
-		restart:       opts.Restart,
+		restartOne:    opts.RestartOne,
 		failOpen:      opts.FailOpen,
 		watchdogAfter: opts.Watchdog,
 		wake:          make(chan struct{}, 1),
@@ -206,10 +207,6 @@ func newManager(opts Options) *Manager {
 	}
 	if m.window <= 0 {
 		m.window = defaultRestartWindow
-	}
-	if m.restart > RestartOne {
-		m.logWarn("fusebox: Options.Restart is unknown; using RestartAll", "got", int(m.restart))
-		m.restart = RestartAll
 	}
 	if m.watchdogAfter < 0 {
 		m.logWarn("fusebox: Options.Watchdog is negative; using the default", "got", m.watchdogAfter, "default", defaultWatchdog)

@@ -2,37 +2,11 @@ package manager
 
 import (
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
-
-// RestartPolicy says which breakers the manager restarts after a callback
-// it runs (Recover.Init, Recover.Timeout) panics.
-type RestartPolicy uint8
-
-const (
-	// RestartAll, the zero value, restarts every breaker: Init is called
-	// again for each and each is closed (one_for_all). A panic in one
-	// breaker's Recover closes every breaker, those open included.
-	RestartAll RestartPolicy = iota
-	// RestartOne restarts only the breaker whose callback panicked
-	// (one_for_one); the others keep their state and their timers.
-	RestartOne
-)
-
-// String returns "all" or "one".
-func (p RestartPolicy) String() string {
-	switch p {
-	case RestartAll:
-		return "all"
-	case RestartOne:
-		return "one"
-	}
-	return "RestartPolicy(" + strconv.Itoa(int(p)) + ")"
-}
 
 // defaultWatchdog is the Options.Watchdog of the zero Options.
 const defaultWatchdog = time.Second
@@ -51,13 +25,13 @@ func (m *Manager) addFault(b *Breaker, callback string, p *caught) {
 }
 
 // faulted reports whether b's timers and store updates wait for the
-// restart: every breaker's, under RestartAll, since the restart closes them
-// all; only a breaker whose callback panicked, under RestartOne.
+// restart: every breaker's by default, since the restart closes them all;
+// only a breaker whose callback panicked, with Options.RestartOne.
 func (m *Manager) faulted(b *Breaker) bool {
 	if len(m.faults) == 0 {
 		return false
 	}
-	if m.restart == RestartAll {
+	if !m.restartOne {
 		return true
 	}
 	for _, f := range m.faults {
@@ -70,8 +44,8 @@ func (m *Manager) faulted(b *Breaker) bool {
 
 // supervise restarts after the faults recorded since the last restart: it
 // calls Recover.Init again and closes the breaker, keeping its registration
-// (a breaker forced open stays forced open), for every breaker under
-// RestartAll and for each breaker whose callback panicked under RestartOne.
+// (a breaker forced open stays forced open), for every breaker by default
+// and for each breaker whose callback panicked with Options.RestartOne.
 // Each restart counts towards the limit; it reports false, after logging
 // why, when the MaxRestarts-th restart within RestartWindow is reached: the
 // manager must halt.
@@ -86,7 +60,7 @@ func (m *Manager) supervise() bool {
 
 	restarts := 1
 	var restart []*Breaker
-	if m.restart == RestartOne {
+	if m.restartOne {
 		seen := make(map[*Breaker]bool, len(faults))
 		for _, f := range faults {
 			if !seen[f.b] {
@@ -114,7 +88,7 @@ func (m *Manager) supervise() bool {
 		return false
 	}
 
-	if m.restart == RestartAll {
+	if !m.restartOne {
 		// Every breaker is about to be closed or stays forced open: no
 		// timer survives.
 		m.timers = m.timers[:0]
@@ -123,7 +97,7 @@ func (m *Manager) supervise() bool {
 	for _, b := range restart {
 		m.restartBreaker(b, now)
 	}
-	if m.restart == RestartAll {
+	if !m.restartOne {
 		m.logWarn("fusebox: manager restarted after a panic; every breaker is closed",
 			"breakers", len(m.list), "restarts_in_window", len(m.restarts), "limit", m.maxRestarts)
 	} else {

@@ -45,10 +45,10 @@ func waitLog(t *testing.T, logs *logBuffer, msg string, n int) []map[string]any 
 	}
 }
 
-// With RestartOne, a panic in one breaker's Recover restarts that breaker
+// With Options.RestartOne, a panic in one breaker's Recover restarts that breaker
 // only: another one stays open with its timer, which fires when it is due.
 func TestSupervisionRestartOne(t *testing.T) {
-	m, mock, logs := superviseFixture(t, manager.Options{Restart: manager.RestartOne})
+	m, mock, logs := superviseFixture(t, manager.Options{RestartOne: true})
 	one := breaker.Consecutive{Failures: 1}
 	bad := &panicky{}
 	healthy := register(t, m, "healthy", manager.Config{Strategy: one, Recover: recover.BasicTimeout{Open: time.Hour}})
@@ -101,7 +101,7 @@ func (r *blocker) Timeout(c recover.Context, state any) (time.Duration, any) {
 // With RestartOne, a breaker tripped in the same round of the loop as the
 // one whose Recover panicked still gets its timer.
 func TestSupervisionRestartOneSameRound(t *testing.T) {
-	m, mock, _ := superviseFixture(t, manager.Options{Restart: manager.RestartOne})
+	m, mock, _ := superviseFixture(t, manager.Options{RestartOne: true})
 	one := breaker.Consecutive{Failures: 1}
 	hold := newBlocker()
 	holder := register(t, m, "holder", manager.Config{Strategy: one, Recover: hold})
