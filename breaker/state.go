@@ -67,14 +67,6 @@ const (
 	// CauseShared: the breaker followed its state shared with other
 	// processes through a store.
 	CauseShared
-	// CauseStoreLost: the breaker's store could not be reached, and its
-	// fallback took over. It is not a transition: the manager reports it
-	// as an event of kind EventStoreLost, with a zero Transition.
-	CauseStoreLost
-	// CauseStoreRestored: the breaker's store answers again. It is not a
-	// transition: the manager reports it as an event of kind
-	// EventStoreRestored, with a zero Transition.
-	CauseStoreRestored
 	// CauseAlone: a shared breaker with a quorum (manager.Config.Quorum)
 	// tripped on its own process's failures while the fleet's were short
 	// of the quorum: it opens in its process alone, for its own period and
@@ -99,10 +91,6 @@ func (c Cause) String() string {
 		return "restart"
 	case CauseShared:
 		return "shared"
-	case CauseStoreLost:
-		return "store_lost"
-	case CauseStoreRestored:
-		return "store_restored"
 	case CauseAlone:
 		return "alone"
 	case 0:

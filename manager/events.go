@@ -69,7 +69,8 @@ type Event struct {
 	// fallback holds it open); for a transition to probing, when the
 	// probe's time runs out. Zero for other transitions and other kinds.
 	Until time.Time
-	// Cause says what made it happen.
+	// Cause says what made the transition happen; zero for an event of
+	// another kind, which Kind says all of.
 	Cause breaker.Cause
 	// Gen is the breaker's generation after the transition; a breaker's
 	// transitions arrive with Gen growing by one, unless some were

@@ -122,11 +122,7 @@ func (m *Manager) emitStore(b *Breaker, k EventKind) {
 	if len(m.subs) == 0 || b.removed {
 		return
 	}
-	c := breaker.CauseStoreLost
-	if k == EventStoreRestored {
-		c = breaker.CauseStoreRestored
-	}
-	m.publish(b, Event{Kind: k, Name: b.Name(), At: m.clk.Now(), Cause: c, Gen: b.lastGen()})
+	m.publish(b, Event{Kind: k, Name: b.Name(), At: m.clk.Now(), Gen: b.lastGen()})
 }
 
 // lastGen is the generation of the breaker's last transition the manager
