@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
 // Consecutive trips a closed breaker on the Failures-th failure in a row: with
@@ -17,11 +18,6 @@ type Consecutive struct {
 	// Failures is how many failures in a row trip the breaker.
 	Failures int
 }
-
-// Trips is the strategy's trip rule: it reports whether a run of failures
-// failures in a row trips the breaker. The local counter, the stores (on the
-// shared run they count) and the manager all decide with it.
-func (s Consecutive) Trips(failures int64) bool { return failures >= int64(s.Failures) }
 
 // NewCounter implements Strategy.
 func (s Consecutive) NewCounter() (Counter, error) {
@@ -50,7 +46,7 @@ func (c *consecutiveCounter) Record(o classify.Outcome, _ time.Time) bool {
 		// generation check and this add, the breaker still trips on
 		// the next failure instead of never. The trip itself is one
 		// compare-and-swap, so it happens once however many see this.
-		return c.s.Trips(c.n.Add(1))
+		return rule.Consecutive(c.n.Add(1), c.s.Failures)
 	}
 	return false
 }

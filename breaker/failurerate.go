@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
 // FailureRate trips a closed breaker when, among the last Window calls, the
@@ -36,12 +37,6 @@ type FailureRate struct {
 // takes 128 KiB. Each closed period of a breaker has a ring of its own, so
 // the bound keeps a mistyped window from taking all the memory there is.
 const maxWindow = 1 << 20
-
-// Trips is the strategy's trip rule: it reports whether a window holding
-// calls calls, failures of them failures, trips the breaker (see rateTrips).
-func (s FailureRate) Trips(calls, failures int64) bool {
-	return rateTrips(calls, failures, int64(s.minCalls()), s.Rate)
-}
 
 // minCalls returns MinCalls, or Window for zero.
 func (s FailureRate) minCalls() int {
@@ -76,19 +71,6 @@ func checkRate(field string, r float64) error {
 	return nil
 }
 
-// rateTrips is the one trip rule of the rate strategies, FailureRate and
-// TimeWindow, locally and in every store: a window of calls calls, failures
-// of them failures, trips once it holds at least minCalls calls and
-// failures/calls >= rate.
-//
-// It divides rather than comparing failures with rate*calls: the product of
-// a decimal rate and a count can round up past the exact number of failures
-// (0.07*100 is 7.000000000000001), whereas the quotient, rounded once, equals
-// the rate exactly when the two are equal in decimal.
-func rateTrips(calls, failures, minCalls int64, rate float64) bool {
-	return calls >= minCalls && calls > 0 && failures > 0 && float64(failures)/float64(calls) >= rate
-}
-
 type rateCounter struct {
 	pos      atomic.Uint64 // calls recorded since the last reset
 	failures atomic.Int64  // set bits in the ring
@@ -121,7 +103,7 @@ func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 	}
 	// failures may be below zero for a moment while other calls flip
 	// bits; the rule then says no.
-	return failures > 0 && c.s.Trips(int64(min(n, c.window)), failures)
+	return failures > 0 && rule.Rate(int64(min(n, c.window)), failures, int64(c.s.minCalls()), c.s.Rate)
 }
 
 func (c *rateCounter) UsesClock() bool { return false }

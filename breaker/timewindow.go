@@ -49,13 +49,6 @@ type TimeWindow struct {
 	MinCalls int
 }
 
-// Trips is the strategy's trip rule: it reports whether a window holding
-// calls calls, failures of them failures, trips the breaker. The local
-// counter, the stores' windows and the manager all decide with it.
-func (s TimeWindow) Trips(calls, failures int64) bool {
-	return rateTrips(calls, failures, int64(s.MinCalls), s.Rate)
-}
-
 // NewCounter implements Strategy.
 func (s TimeWindow) NewCounter() (Counter, error) {
 	if err := checkRate("breaker.TimeWindow.Rate", s.Rate); err != nil {
@@ -221,7 +214,7 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 			failures += fs
 		}
 	}
-	return c.s.Trips(int64(calls), int64(failures))
+	return rule.Rate(int64(calls), int64(failures), int64(c.s.MinCalls), c.s.Rate)
 }
 
 func (c *timeCounter) UsesClock() bool { return true }

@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/rule"
 )
@@ -168,13 +167,9 @@ func (p Policy) Trips(v Verdict) bool {
 // threshold, whatever the processes they come from.
 func (p Policy) reached(v Verdict) bool {
 	if p.Window() {
-		return p.timeWindow().Trips(v.Calls, v.Failures)
+		return rule.Rate(v.Calls, v.Failures, int64(p.MinCalls), p.Rate)
 	}
-	return breaker.Consecutive{Failures: p.Failures}.Trips(v.Failures)
-}
-
-func (p Policy) timeWindow() breaker.TimeWindow {
-	return breaker.TimeWindow{Rate: p.Rate, Period: p.Period, Buckets: p.Buckets, MinCalls: p.MinCalls}
+	return rule.Consecutive(v.Failures, p.Failures)
 }
 
 // bucket returns the index of the bucket of a window policy that holds

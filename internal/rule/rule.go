@@ -1,8 +1,9 @@
 // Package rule holds the arithmetic that a breaker counting in its own
 // process and every store counting for a fleet must agree on, so that the
-// same outcomes trip a local and a shared breaker at the same call: how the
-// buckets of a time window are numbered. It imports nothing of the module,
-// so that package breaker, whose strategies count with it, may import it.
+// same outcomes trip a local and a shared breaker at the same call: each
+// strategy's trip rule, and how the buckets of a time window are numbered.
+// It imports nothing of the module, so that package breaker, whose
+// strategies count with it, may import it.
 package rule
 
 import (
@@ -10,6 +11,24 @@ import (
 	"math/bits"
 	"time"
 )
+
+// Consecutive is breaker.Consecutive's trip rule: a run of failures
+// failures in a row trips a breaker whose threshold is threshold. The local
+// counter and the stores, on the run they count, decide with it.
+func Consecutive(failures int64, threshold int) bool { return failures >= int64(threshold) }
+
+// Rate is the one trip rule of the rate strategies, breaker.FailureRate
+// and breaker.TimeWindow, locally and in every store: a window of calls
+// calls, failures of them failures, trips once it holds at least minCalls
+// calls and failures/calls >= rate.
+//
+// It divides rather than comparing failures with rate*calls: the product of
+// a decimal rate and a count can round up past the exact number of failures
+// (0.07*100 is 7.000000000000001), whereas the quotient, rounded once, equals
+// the rate exactly when the two are equal in decimal.
+func Rate(calls, failures, minCalls int64, rate float64) bool {
+	return calls >= minCalls && calls > 0 && failures > 0 && float64(failures)/float64(calls) >= rate
+}
 
 // DefaultBuckets is the bucket count of a breaker.TimeWindow whose Buckets
 // is zero.

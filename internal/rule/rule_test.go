@@ -11,6 +11,41 @@ import (
 	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
+// Each strategy's rule is the one its counter, the stores and the manager
+// decide with.
+func TestTripRules(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		failures int64
+		want     bool
+	}{
+		{"below", 4, false},
+		{"at", 5, true},
+		{"above", 6, true},
+	} {
+		assert.Equal(t, c.want, rule.Consecutive(c.failures, 5), "Consecutive: %s: %d failures in a row, threshold 5", c.name, c.failures)
+	}
+	for _, c := range []struct {
+		name                      string
+		calls, failures, minCalls int64
+		rate                      float64
+		want                      bool
+	}{
+		{"below MinCalls", 3, 3, 4, 0.5, false},
+		{"at MinCalls and the rate", 4, 2, 4, 0.5, true},
+		{"below the rate", 4, 1, 4, 0.5, false},
+		{"7 of 100 at 0.07 (divide, don't multiply)", 100, 7, 100, 0.07, true},
+		{"6 of 100 at 0.07", 100, 6, 100, 0.07, false},
+		{"F F F S S at MinCalls 5", 5, 3, 5, 0.5, true},
+		{"no failure", 9, 0, 1, 0.5, false},
+		{"no call", 0, 0, 0, 0.5, false},
+		{"rate 1", 3, 3, 3, 1, true},
+	} {
+		assert.Equal(t, c.want, rule.Rate(c.calls, c.failures, c.minCalls, c.rate),
+			"Rate: %s: %d failures of %d calls, MinCalls %d, rate %v", c.name, c.failures, c.calls, c.minCalls, c.rate)
+	}
+}
+
 // A zero bucket count is DefaultBuckets, and bucket i of width w covers
 // [i*w, (i+1)*w) of Unix time.
 func TestBuckets(t *testing.T) {
