@@ -101,7 +101,7 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	sh := &shared{b: b, st: cfg.Store, fallback: cfg.Fallback}
 	sh.policy.Store(&p)
 	sh.state = fleet.State{Policy: p, Fallback: cfg.Fallback}
-	if p.Window() {
+	if p.Rate > 0 {
 		sh.pending = newPending(p)
 	}
 	b.mach.Wrap(sh.counter)
@@ -537,7 +537,7 @@ func (sh *shared) reconfigure(b *Breaker, cfg Config) (func(), error) {
 		return nil, configError(opReconfigure, b.Name(), "Strategy", err)
 	}
 	switch {
-	case p.Window() != old.Window():
+	case (p.Rate > 0) != (old.Rate > 0):
 		return nil, b.unchangeable("Strategy", "between a count and a window on a shared breaker, whose store counts each in a layout of its own")
 	case p.Period != old.Period:
 		return nil, b.unchangeable("Strategy.Period", fmt.Sprintf("from %v to %v on a shared breaker, whose store keeps its window in buckets of Period/Buckets", old.Period, p.Period))

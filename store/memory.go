@@ -118,7 +118,7 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 	defer m.mu.Unlock()
 	b := m.entry(name)
 	var v Verdict
-	if p.Window() {
+	if p.window() {
 		v.Calls, v.Failures = b.window(p, now, 1, successes)
 	} else {
 		if !now.Before(b.failuresTo) {
@@ -141,7 +141,7 @@ func (b *memBreaker) report(p Policy, now time.Time) int64 {
 	if b.reporters == nil {
 		b.reporters = make(map[string]int64)
 	}
-	if !p.Window() {
+	if !p.window() {
 		b.reporters[p.Reporter] = 0
 		return int64(len(b.reporters))
 	}
@@ -163,7 +163,7 @@ func (b *memBreaker) reporting(p Policy, now time.Time) int64 {
 	if p.Quorum <= 1 {
 		return 0
 	}
-	if !p.Window() {
+	if !p.window() {
 		return int64(len(b.reporters))
 	}
 	idx := p.bucket(now)
@@ -186,7 +186,7 @@ func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, succe
 	defer m.mu.Unlock()
 	b := m.entry(name)
 	var v Verdict
-	if p.Window() {
+	if p.window() {
 		v.Calls, v.Failures = b.window(p, now, 0, successes)
 		v.Processes = b.reporting(p, now)
 	} else {

@@ -123,7 +123,8 @@ type NamesWatcher interface {
 }
 
 // Policy is a breaker's strategy in the terms a store evaluates. Exactly one
-// of Failures and Rate is set.
+// of Failures and Rate is set: a policy with a positive Rate is a window
+// policy, one with positive Failures a consecutive one.
 type Policy struct {
 	// Failures, when positive, trips the breaker when the shared run of
 	// failures, with no success reported in between, reaches Failures.
@@ -150,8 +151,8 @@ type Policy struct {
 	Reporter string
 }
 
-// Window reports whether p is a rate-over-time policy.
-func (p Policy) Window() bool { return p.Rate > 0 }
+// window reports whether p is a rate-over-time policy.
+func (p Policy) window() bool { return p.Rate > 0 }
 
 // Trips reports whether a verdict's counts trip a breaker under p: the
 // strategy's threshold is reached by failures from at least Quorum
@@ -166,7 +167,7 @@ func (p Policy) Trips(v Verdict) bool {
 // reached reports whether a verdict's counts reach the strategy's
 // threshold, whatever the processes they come from.
 func (p Policy) reached(v Verdict) bool {
-	if p.Window() {
+	if p.window() {
 		return rule.Rate(v.Calls, v.Failures, int64(p.MinCalls), p.Rate)
 	}
 	return rule.Consecutive(v.Failures, p.Failures)

@@ -414,7 +414,7 @@ func (s *State) outcome(m Outcome, a *Actions) {
 	case m.Outcome == classify.Failure:
 		a.Report = ReportFailure
 	case m.Outcome != classify.Success:
-	case s.Policy.Window():
+	case s.Policy.Rate > 0:
 		a.Report = ReportSuccess
 	case s.Dirty:
 		// The first success after this process's failures ends the
@@ -427,7 +427,7 @@ func (s *State) outcome(m Outcome, a *Actions) {
 // recorded takes the store's verdict on a reported outcome.
 func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	if m.Err != nil {
-		if !m.Failure && !s.Policy.Window() {
+		if !m.Failure && s.Policy.Rate <= 0 {
 			s.Dirty = true // the run was not ended: end it with the next success
 		}
 		s.fallBack(v, m.Err, a)
@@ -437,7 +437,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	if m.Failure {
 		s.Dirty = true
 	}
-	if s.Policy.Window() {
+	if s.Policy.Rate > 0 {
 		s.Calls, s.Failures = m.Verdict.Calls, m.Verdict.Failures
 	} else if !m.Failure {
 		s.Processes = 0

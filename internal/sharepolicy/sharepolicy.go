@@ -32,7 +32,7 @@ func Of(s breaker.Strategy) (store.Policy, error) {
 		return store.Policy{Rate: s.Rate, Period: s.Period, Buckets: rule.Buckets(s.Buckets), MinCalls: s.MinCalls}, nil
 	case store.Shareable:
 		p, err := s.SharedPolicy()
-		if p.Window() {
+		if p.Rate > 0 {
 			p.Buckets = rule.Buckets(p.Buckets)
 		}
 		return p, err

@@ -240,7 +240,7 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 	if s.err != nil {
 		return store.Verdict{}, s.err
 	}
-	if p.Window() {
+	if p.Rate > 0 {
 		return s.window(ctx, name, p, 1, successes)
 	}
 	keys := []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
@@ -260,7 +260,7 @@ func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, 
 	if s.err != nil {
 		return store.Verdict{}, s.err
 	}
-	if p.Window() {
+	if p.Rate > 0 {
 		return s.window(ctx, name, p, 0, successes)
 	}
 	if err := s.client.Del(ctx, s.Key(name, "failures"), s.Key(name, "reporters")).Err(); err != nil {
