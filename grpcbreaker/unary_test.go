@@ -273,7 +273,7 @@ func TestRetryHintReachesAPolicyInContextErr(t *testing.T) {
 	_, err := m.Register("by-hand", manager.Config{
 		Strategy: breaker.Consecutive{Failures: 1},
 		Recover: recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
-			if c.Opening() {
+			if c.Transition.To == breaker.Open {
 				seen, _ = recover.HintOf(c.Err)
 				code = status.Code(c.Err)
 			}

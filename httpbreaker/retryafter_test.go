@@ -132,7 +132,7 @@ func TestRetryAfterReachesThePolicyAndTheCause(t *testing.T) {
 	_, err := m.Register(up.key(), manager.Config{
 		Strategy: breaker.Consecutive{Failures: 1},
 		Recover: recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
-			if c.Opening() {
+			if c.Transition.To == breaker.Open {
 				hint, _ = recover.HintOf(c.Err)
 			}
 			return time.Minute, struct{}{}

@@ -225,7 +225,7 @@ func (r *scriptedRecover) Timeout(c recover.Context, state any) (time.Duration, 
 		panic("scripted Timeout panic")
 	}
 	n := state.(int)
-	return scriptDuration(r.sel, n, c.Opening()), n + 1
+	return scriptDuration(r.sel, n, c.Transition.To == breaker.Open), n + 1
 }
 
 // take returns the Timeout calls since the last take, and the Init calls

@@ -55,7 +55,7 @@ type fixedPeriods struct{ open, probe time.Duration }
 func (fixedPeriods) Init() (any, error) { return nil, nil }
 
 func (r fixedPeriods) Timeout(c recover.Context, state any) (time.Duration, any) {
-	if c.Opening() {
+	if c.Transition.To == breaker.Open {
 		return r.open, state
 	}
 	return r.probe, state

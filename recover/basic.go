@@ -44,7 +44,7 @@ func (b BasicTimeout) Timeout(c Context, state any) (time.Duration, any) {
 	if s, ok := state.(BasicTimeout); ok {
 		b = s
 	}
-	if c.Opening() {
+	if c.opening() {
 		return b.Open, state
 	}
 	return b.ProbeTimeout, state

@@ -21,7 +21,7 @@ func ask(r recover.Recover, transitions ...breaker.Transition) {
 	}
 	for _, tr := range transitions {
 		c := recover.Context{Name: "payments", Transition: tr}
-		if c.Opening() {
+		if c.Transition.To == breaker.Open {
 			c.Outcome = classify.Failure
 		}
 		var d time.Duration
@@ -107,7 +107,7 @@ func ExampleFunc() {
 	doubling := recover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
 		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
-			if !c.Opening() {
+			if c.Transition.To != breaker.Open {
 				return time.Second, open // a probe may run 1s; the open period stays
 			}
 			return open, 2 * open
@@ -161,7 +161,7 @@ func (e *quotaError) Error() string { return "quota exceeded" }
 func ExampleContext_err() {
 	policy := recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
 		var q *quotaError
-		if c.Opening() && errors.As(c.Err, &q) {
+		if c.Transition.To == breaker.Open && errors.As(c.Err, &q) {
 			return q.resets.Sub(c.At), struct{}{}
 		}
 		return 5 * time.Second, struct{}{}

@@ -66,7 +66,7 @@ func (e Exponential) Init() (any, error) {
 // Timeout implements Recover.
 func (e Exponential) Timeout(c Context, state any) (time.Duration, any) {
 	st, _ := state.(expState)
-	if !c.Opening() {
+	if !c.opening() {
 		if e.ProbeTimeout > 0 {
 			return e.ProbeTimeout, st
 		}

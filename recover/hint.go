@@ -60,7 +60,7 @@ func (h hinted) Init() (any, error) {
 
 func (h hinted) Timeout(c Context, state any) (time.Duration, any) {
 	d, next := h.inner.Timeout(c, state)
-	if !c.Opening() {
+	if !c.opening() {
 		return d, next
 	}
 	if hint, ok := HintOf(c.Err); ok {

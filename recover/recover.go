@@ -42,7 +42,9 @@ import (
 type Context struct {
 	// Name is the breaker's name.
 	Name string
-	// Transition is {closed, open}, {probing, open} or {half_open, probing}.
+	// Transition is {closed, open}, {probing, open} or {half_open, probing}:
+	// the duration asked for is an open period when Transition.To is
+	// breaker.Open, and a probe's time otherwise.
 	Transition breaker.Transition
 	// Outcome is the outcome of the call that opened the breaker
 	// (classify.Failure), or zero for {half_open, probing}.
@@ -63,9 +65,9 @@ type Context struct {
 	Err error
 }
 
-// Opening reports whether the transition opens the breaker, so that the
+// opening reports whether the transition opens the breaker, so that the
 // duration asked for is an open period rather than a probe's time.
-func (c Context) Opening() bool { return c.Transition.To == breaker.Open }
+func (c Context) opening() bool { return c.Transition.To == breaker.Open }
 
 // Recover is a recovery policy. See the package documentation for when its
 // methods are called.

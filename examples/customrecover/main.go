@@ -93,7 +93,7 @@ func funcDemo(w io.Writer) error {
 	doubling := recover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
 		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
-			if !c.Opening() {
+			if c.Transition.To != breaker.Open {
 				return time.Second, open // a probe may run 1s; the open period stays
 			}
 			return open, 2 * open
