@@ -274,7 +274,10 @@ func TestRetryHintReachesAPolicyInContextErr(t *testing.T) {
 		Strategy: breaker.Consecutive{Failures: 1},
 		Recover: recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
 			if c.Transition.To == breaker.Open {
-				seen, _ = recover.HintOf(c.Err)
+				var h recover.Hint
+				if errors.As(c.Err, &h) {
+					seen = h.RetryAfter()
+				}
 				code = status.Code(c.Err)
 			}
 			return time.Minute, struct{}{}

@@ -1,6 +1,7 @@
 package httpbreaker_test
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"testing"
@@ -133,7 +134,10 @@ func TestRetryAfterReachesThePolicyAndTheCause(t *testing.T) {
 		Strategy: breaker.Consecutive{Failures: 1},
 		Recover: recover.Func(nil, func(c recover.Context, _ struct{}) (time.Duration, struct{}) {
 			if c.Transition.To == breaker.Open {
-				hint, _ = recover.HintOf(c.Err)
+				var h recover.Hint
+				if errors.As(c.Err, &h) {
+					hint = h.RetryAfter()
+				}
 			}
 			return time.Minute, struct{}{}
 		}),

@@ -11,15 +11,16 @@ import (
 // returned it asked its clients to wait before calling again: an HTTP
 // Retry-After header, a gRPC RetryInfo detail, a rate limit's reset time.
 // RetryAfter returns that wait, counted from when the error was returned;
-// zero or negative means no wait was asked for.
+// zero or negative means no wait was asked for. A policy of its own finds
+// one in the error that opened the breaker with errors.As(c.Err, &hint).
 type Hint interface {
 	error
 	RetryAfter() time.Duration
 }
 
-// HintOf returns the wait asked for by the first error in err's chain that
+// hintOf returns the wait asked for by the first error in err's chain that
 // implements Hint, and whether there is one that asks for a wait.
-func HintOf(err error) (time.Duration, bool) {
+func hintOf(err error) (time.Duration, bool) {
 	var h Hint
 	if err == nil || !errors.As(err, &h) {
 		return 0, false
@@ -63,7 +64,7 @@ func (h hinted) Timeout(c Context, state any) (time.Duration, any) {
 	if !c.opening() {
 		return d, next
 	}
-	if hint, ok := HintOf(c.Err); ok {
+	if hint, ok := hintOf(c.Err); ok {
 		d = max(d, min(hint, h.max))
 	}
 	return d, next
