@@ -22,7 +22,7 @@ type Consecutive struct {
 // NewCounter implements Strategy.
 func (s Consecutive) NewCounter() (Counter, error) {
 	if s.Failures < 1 {
-		return nil, Invalid("breaker.Consecutive.Failures", "must be at least 1, got %d", s.Failures)
+		return nil, invalid("breaker.Consecutive.Failures", "must be at least 1, got %d", s.Failures)
 	}
 	return &consecutiveCounter{s: s}, nil
 }

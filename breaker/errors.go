@@ -73,7 +73,7 @@ type ConfigError struct {
 // Error returns "Field Problem".
 func (e *ConfigError) Error() string { return e.Field + " " + e.Problem }
 
-// Invalid returns a *ConfigError for field; problem is formatted with args.
-func Invalid(field, problem string, args ...any) *ConfigError {
+// invalid returns a *ConfigError for field; problem is formatted with args.
+func invalid(field, problem string, args ...any) *ConfigError {
 	return &ConfigError{Field: field, Problem: fmt.Sprintf(problem, args...)}
 }

@@ -52,10 +52,10 @@ func (s FailureRate) NewCounter() (Counter, error) {
 		return nil, err
 	}
 	if s.Window < 1 || s.Window > maxWindow {
-		return nil, Invalid("breaker.FailureRate.Window", "must be between 1 and %d, got %d", maxWindow, s.Window)
+		return nil, invalid("breaker.FailureRate.Window", "must be between 1 and %d, got %d", maxWindow, s.Window)
 	}
 	if s.MinCalls < 0 || s.MinCalls > s.Window {
-		return nil, Invalid("breaker.FailureRate.MinCalls", "must be between 0 and Window (%d), got %d", s.Window, s.MinCalls)
+		return nil, invalid("breaker.FailureRate.MinCalls", "must be between 0 and Window (%d), got %d", s.Window, s.MinCalls)
 	}
 	return &rateCounter{
 		s:      s,
@@ -66,7 +66,7 @@ func (s FailureRate) NewCounter() (Counter, error) {
 
 func checkRate(field string, r float64) error {
 	if math.IsNaN(r) || r <= 0 || r > 1 {
-		return Invalid(field, "must be in (0, 1], got %v", r)
+		return invalid(field, "must be in (0, 1], got %v", r)
 	}
 	return nil
 }

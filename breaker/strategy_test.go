@@ -647,7 +647,7 @@ func TestStrategyValidation(t *testing.T) {
 }
 
 func TestConfigError(t *testing.T) {
-	err := breaker.Invalid("breaker.FailureRate.Rate", "must be in (0, 1], got %v", 1.5)
+	_, err := breaker.FailureRate{Rate: 1.5, Window: 10}.NewCounter()
 	assert.Equal(t, &breaker.ConfigError{Field: "breaker.FailureRate.Rate", Problem: "must be in (0, 1], got 1.5"}, err)
 	assert.Equal(t, "breaker.FailureRate.Rate must be in (0, 1], got 1.5", err.Error())
 }

@@ -55,18 +55,18 @@ func (s TimeWindow) NewCounter() (Counter, error) {
 		return nil, err
 	}
 	if s.Period <= 0 {
-		return nil, Invalid("breaker.TimeWindow.Period", "must be positive, got %v", s.Period)
+		return nil, invalid("breaker.TimeWindow.Period", "must be positive, got %v", s.Period)
 	}
 	buckets := rule.Buckets(s.Buckets)
 	if buckets < 1 || buckets > 1<<15 {
-		return nil, Invalid("breaker.TimeWindow.Buckets", "must be between 1 and 32768, got %d", s.Buckets)
+		return nil, invalid("breaker.TimeWindow.Buckets", "must be between 1 and 32768, got %d", s.Buckets)
 	}
 	width := rule.Width(s.Period, s.Buckets)
 	if width < time.Millisecond {
-		return nil, Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); each must be at least 1ms", width, s.Period, buckets)
+		return nil, invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); each must be at least 1ms", width, s.Period, buckets)
 	}
 	if s.MinCalls < 1 {
-		return nil, Invalid("breaker.TimeWindow.MinCalls", "must be at least 1, got %d", s.MinCalls)
+		return nil, invalid("breaker.TimeWindow.MinCalls", "must be at least 1, got %d", s.MinCalls)
 	}
 	c := &timeCounter{
 		s:       s,

@@ -1,10 +1,6 @@
 package recover
 
-import (
-	"time"
-
-	"github.com/fusebox-go/fusebox/breaker"
-)
+import "time"
 
 // BasicTimeout keeps a breaker open for the same period every time and gives
 // each probe the same time. Its zero value is valid: a breaker stays open
@@ -23,10 +19,10 @@ const defaultOpen = 30 * time.Second
 // Init implements Recover. Its state is the pair of resolved durations.
 func (b BasicTimeout) Init() (any, error) {
 	if b.Open < 0 {
-		return nil, breaker.Invalid("recover.BasicTimeout.Open", "must not be negative, got %v", b.Open)
+		return nil, invalid("recover.BasicTimeout.Open", "must not be negative, got %v", b.Open)
 	}
 	if b.ProbeTimeout < 0 {
-		return nil, breaker.Invalid("recover.BasicTimeout.ProbeTimeout", "must not be negative, got %v", b.ProbeTimeout)
+		return nil, invalid("recover.BasicTimeout.ProbeTimeout", "must not be negative, got %v", b.ProbeTimeout)
 	}
 	if b.Open == 0 {
 		b.Open = defaultOpen

@@ -44,17 +44,17 @@ type expState struct {
 func (e Exponential) Init() (any, error) {
 	switch {
 	case e.Initial <= 0:
-		return nil, breaker.Invalid("recover.Exponential.Initial", "must be positive, got %v", e.Initial)
+		return nil, invalid("recover.Exponential.Initial", "must be positive, got %v", e.Initial)
 	case e.Max < 0:
-		return nil, breaker.Invalid("recover.Exponential.Max", "must not be negative, got %v", e.Max)
+		return nil, invalid("recover.Exponential.Max", "must not be negative, got %v", e.Max)
 	case e.Max != 0 && e.Max < e.Initial:
-		return nil, breaker.Invalid("recover.Exponential.Max", "must not be below Initial (%v), got %v", e.Initial, e.Max)
+		return nil, invalid("recover.Exponential.Max", "must not be below Initial (%v), got %v", e.Initial, e.Max)
 	case math.IsNaN(e.Multiplier) || (e.Multiplier != 0 && e.Multiplier < 1):
-		return nil, breaker.Invalid("recover.Exponential.Multiplier", "must be at least 1 (or zero for 2), got %v", e.Multiplier)
+		return nil, invalid("recover.Exponential.Multiplier", "must be at least 1 (or zero for 2), got %v", e.Multiplier)
 	case math.IsNaN(e.Jitter) || e.Jitter < 0 || e.Jitter > 1:
-		return nil, breaker.Invalid("recover.Exponential.Jitter", "must be between 0 and 1, got %v", e.Jitter)
+		return nil, invalid("recover.Exponential.Jitter", "must be between 0 and 1, got %v", e.Jitter)
 	case e.ProbeTimeout < 0:
-		return nil, breaker.Invalid("recover.Exponential.ProbeTimeout", "must not be negative, got %v", e.ProbeTimeout)
+		return nil, invalid("recover.Exponential.ProbeTimeout", "must not be negative, got %v", e.ProbeTimeout)
 	}
 	st := expState{rng: e.Rand}
 	if st.rng == nil && e.Jitter > 0 {

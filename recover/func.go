@@ -1,10 +1,6 @@
 package recover
 
-import (
-	"time"
-
-	"github.com/fusebox-go/fusebox/breaker"
-)
+import "time"
 
 // Func returns a Recover built from two functions over a state of type S, so
 // that a policy can be written without type assertions. init returns the
@@ -37,7 +33,7 @@ type funcRecover[S any] struct {
 
 func (f funcRecover[S]) Init() (any, error) {
 	if f.timeout == nil {
-		return nil, breaker.Invalid("recover.Func.timeout", "must not be nil")
+		return nil, invalid("recover.Func.timeout", "must not be nil")
 	}
 	var s S
 	if f.init != nil {

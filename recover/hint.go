@@ -3,8 +3,6 @@ package recover
 import (
 	"errors"
 	"time"
-
-	"github.com/fusebox-go/fusebox/breaker"
 )
 
 // Hint is implemented by an error that says how long the service that
@@ -54,7 +52,7 @@ type hinted struct {
 
 func (h hinted) Init() (any, error) {
 	if h.max <= 0 {
-		return nil, breaker.Invalid("recover.WithHints.max", "must be positive, got %v", h.max)
+		return nil, invalid("recover.WithHints.max", "must be positive, got %v", h.max)
 	}
 	return h.inner.Init()
 }

@@ -32,6 +32,7 @@
 package recover
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -81,4 +82,10 @@ type Recover interface {
 	// open period, or the probe's time) and the state to pass to the next
 	// call. A negative duration is treated as zero.
 	Timeout(c Context, state any) (time.Duration, any)
+}
+
+// invalid returns a *breaker.ConfigError for field; problem is formatted
+// with args.
+func invalid(field, problem string, args ...any) *breaker.ConfigError {
+	return &breaker.ConfigError{Field: field, Problem: fmt.Sprintf(problem, args...)}
 }

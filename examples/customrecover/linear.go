@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -32,11 +33,11 @@ type linearState struct {
 func (l Linear) Init() (any, error) {
 	switch {
 	case l.Base <= 0:
-		return nil, breaker.Invalid("Linear.Base", "must be positive, got %v", l.Base)
+		return nil, &breaker.ConfigError{Field: "Linear.Base", Problem: fmt.Sprintf("must be positive, got %v", l.Base)}
 	case l.Step < 0:
-		return nil, breaker.Invalid("Linear.Step", "must not be negative, got %v", l.Step)
+		return nil, &breaker.ConfigError{Field: "Linear.Step", Problem: fmt.Sprintf("must not be negative, got %v", l.Step)}
 	case l.Max < l.Base:
-		return nil, breaker.Invalid("Linear.Max", "must be at least Base (%v), got %v", l.Base, l.Max)
+		return nil, &breaker.ConfigError{Field: "Linear.Max", Problem: fmt.Sprintf("must be at least Base (%v), got %v", l.Base, l.Max)}
 	}
 	return linearState{}, nil
 }

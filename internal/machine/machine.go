@@ -162,7 +162,7 @@ func (m *Machine) firstCounter(s breaker.Strategy) (breaker.Counter, error) {
 		return nil, err
 	}
 	if c == nil {
-		return nil, breaker.Invalid(fmt.Sprintf("%T", s), "NewCounter returned a nil Counter")
+		return nil, &breaker.ConfigError{Field: fmt.Sprintf("%T", s), Problem: "NewCounter returned a nil Counter"}
 	}
 	return m.wrapped(c), nil
 }

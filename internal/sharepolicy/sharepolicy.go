@@ -27,7 +27,7 @@ func Of(s breaker.Strategy) (store.Policy, error) {
 		return store.Policy{Failures: s.Failures}, nil
 	case breaker.TimeWindow:
 		if w := rule.Width(s.Period, s.Buckets); w%time.Millisecond != 0 {
-			return store.Policy{}, breaker.Invalid("breaker.TimeWindow.Buckets", "makes buckets of %v (Period %v / %d); a shared breaker needs buckets of whole milliseconds, the unit the stores count time in", w, s.Period, rule.Buckets(s.Buckets))
+			return store.Policy{}, &breaker.ConfigError{Field: "breaker.TimeWindow.Buckets", Problem: fmt.Sprintf("makes buckets of %v (Period %v / %d); a shared breaker needs buckets of whole milliseconds, the unit the stores count time in", w, s.Period, rule.Buckets(s.Buckets))}
 		}
 		return store.Policy{Rate: s.Rate, Period: s.Period, Buckets: rule.Buckets(s.Buckets), MinCalls: s.MinCalls}, nil
 	case store.Shareable:
