@@ -3,41 +3,39 @@ package manager
 import (
 	"sync/atomic"
 	"time"
-)
 
-// DurationBuckets are the upper bounds of the buckets of the call-duration
-// histogram kept for a breaker registered with Config.TimeCalls. They are
-// the bounds Prometheus client libraries use by default, from 5ms to 10s.
-var DurationBuckets = [...]time.Duration{
-	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
-}
+	"github.com/fusebox-go/fusebox/internal/latency"
+)
 
 // Durations is a histogram of the durations of a breaker's released calls
 // (Stats.Durations): the time from Acquire to Release, on the manager's
 // clock.
 type Durations struct {
-	// Buckets counts calls by duration: Buckets[i] is how many took at
-	// most DurationBuckets[i] and more than the bound before it; the last
-	// element counts the calls that took longer than every bound. The
+	// Buckets counts calls by duration, in buckets whose upper bounds are
+	// the ones Prometheus client libraries use by default: 5ms, 10ms, 25ms,
+	// 50ms, 100ms, 250ms, 500ms, 1s, 2.5s, 5s and 10s. Buckets[i] is how
+	// many took at most the i-th bound and more than the bound before it;
+	// the last element counts the calls that took longer than 10s. The
 	// counts are not cumulative.
-	Buckets [len(DurationBuckets) + 1]uint64
+	Buckets [12]uint64
 	// Count is the number of calls timed: the sum of Buckets.
 	Count uint64
 	// Sum is their total duration.
 	Sum time.Duration
 }
 
+// Durations.Buckets has a bucket per bound and one more.
+var _ [len(latency.Bounds) + 1]uint64 = Durations{}.Buckets
+
 // durations is the histogram as the callers fill it in.
 type durations struct {
-	buckets [len(DurationBuckets) + 1]atomic.Uint64
+	buckets [len(latency.Bounds) + 1]atomic.Uint64
 	sum     atomic.Int64
 }
 
 func (h *durations) observe(d time.Duration) {
 	i := 0
-	for i < len(DurationBuckets) && d > DurationBuckets[i] {
+	for i < len(latency.Bounds) && d > latency.Bounds[i] {
 		i++
 	}
 	h.buckets[i].Add(1)

@@ -66,6 +66,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/latency"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/metrics/internal/tally"
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,10 +133,10 @@ var (
 
 var outcomes = [...]string{"success", "failure", "ignore"}
 
-// upperBounds are manager.DurationBuckets in seconds, shared by every
-// histogram the collector writes.
-var upperBounds = func() (b [len(manager.DurationBuckets)]float64) {
-	for i, d := range manager.DurationBuckets {
+// upperBounds are the bounds of manager.Durations' buckets in seconds,
+// shared by every histogram the collector writes.
+var upperBounds = func() (b [len(latency.Bounds)]float64) {
+	for i, d := range latency.Bounds {
 		b[i] = d.Seconds()
 	}
 	return b
