@@ -108,7 +108,7 @@ func (c *rateCounter) Record(o classify.Outcome, _ time.Time) bool {
 
 func (c *rateCounter) UsesClock() bool { return false }
 
-// Window implements Windowed.
+// Window returns the calls and failures in the ring (see Counter).
 func (c *rateCounter) Window(time.Time) (calls, failures uint64) {
 	// failures may be below zero for a moment while calls flip bits.
 	return min(c.pos.Load(), c.window), uint64(max(c.failures.Load(), 0))

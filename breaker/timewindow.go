@@ -219,7 +219,8 @@ func (c *timeCounter) Record(o classify.Outcome, now time.Time) bool {
 
 func (c *timeCounter) UsesClock() bool { return true }
 
-// Window implements Windowed: the buckets of the period that ends at now.
+// Window returns the calls and failures in the buckets of the period that
+// ends at now (see Counter).
 func (c *timeCounter) Window(now time.Time) (calls, failures uint64) {
 	if c.base.Load() == nil {
 		return 0, 0 // no call yet; index would start the numbering

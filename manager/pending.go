@@ -15,7 +15,7 @@ import (
 // after they left the local one, and the two would disagree on the rate.
 //
 // A slot word holds | bucket:16 | count:48 |, the bucket being the low bits
-// of its index (store.Policy.Bucket). Successes of a bucket that left the
+// of its index (sharepolicy.Bucket). Successes of a bucket that left the
 // window before they were reported are dropped with it.
 type pending struct {
 	n     int64
