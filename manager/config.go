@@ -87,3 +87,16 @@ func (e *prefixedError) Error() string {
 }
 
 func (e *prefixedError) Unwrap() error { return e.err }
+
+// fallbackName names a Config.Fallback in the manager's log lines.
+func fallbackName(f store.Fallback) string {
+	switch f {
+	case store.FallbackLocal:
+		return "local"
+	case store.FailOpen:
+		return "fail_open"
+	case store.FailClosed:
+		return "fail_closed"
+	}
+	return fmt.Sprintf("fallback(%d)", uint8(f))
+}

@@ -248,7 +248,7 @@ func (sh *shared) publishLinks() {
 // logFallBack logs that the breaker falls back after a store call of its
 // own failed.
 func (sh *shared) logFallBack(err error) {
-	sh.b.mgr.logError("fusebox: store call failed; the breaker falls back", "breaker", sh.b.Name(), "fallback", sh.fallback.String(), "error", err)
+	sh.b.mgr.logError("fusebox: store call failed; the breaker falls back", "breaker", sh.b.Name(), "fallback", fallbackName(sh.fallback), "error", err)
 }
 
 // counter wraps the counter of one closed period of the breaker.

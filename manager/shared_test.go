@@ -433,13 +433,14 @@ func TestSharedFallbackLocal(t *testing.T) {
 // FailClosed it declines every call.
 func TestSharedFailOpenAndFailClosed(t *testing.T) {
 	for _, tc := range []struct {
+		name     string
 		fallback store.Fallback
 		want     breaker.State
 	}{
-		{store.FailOpen, breaker.Closed},
-		{store.FailClosed, breaker.Open},
+		{"fail_open", store.FailOpen, breaker.Closed},
+		{"fail_closed", store.FailClosed, breaker.Open},
 	} {
-		t.Run(tc.fallback.String(), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			mock := clock.NewMock()
 			st := &watched{Store: store.NewMemory(mock)}
 			m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Second})

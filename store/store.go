@@ -282,19 +282,6 @@ const (
 	FailClosed
 )
 
-// String returns "local", "fail_open" or "fail_closed".
-func (f Fallback) String() string {
-	switch f {
-	case FallbackLocal:
-		return "local"
-	case FailOpen:
-		return "fail_open"
-	case FailClosed:
-		return "fail_closed"
-	}
-	return fmt.Sprintf("fallback(%d)", uint8(f))
-}
-
 // DefaultFailureTTL is how long a shared run of consecutive failures is
 // remembered after the last failure, unless a store is configured otherwise.
 const DefaultFailureTTL = time.Minute

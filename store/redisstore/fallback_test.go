@@ -42,7 +42,7 @@ func TestFleetFallbackAfterRedisKilled(t *testing.T) {
 		m := manager.Start(manager.Options{Logger: quiet, Resync: 20 * time.Millisecond, StoreTimeout: 50 * time.Millisecond})
 		r := replica{m: m, c: c}
 		for _, f := range fallbacks {
-			b, err := m.Register("svc-"+f.String(), manager.Config{
+			b, err := m.Register(fmt.Sprintf("svc-%d", f), manager.Config{
 				Strategy: breaker.Consecutive{Failures: 3},
 				Recover:  recover.BasicTimeout{Open: 10 * time.Millisecond, ProbeTimeout: time.Second},
 				Store:    st,
