@@ -456,7 +456,9 @@ func TestRedisRestartsUnderLoad(t *testing.T) {
 				_, err := sa.once(errBoomRestart, false)
 				require.NoError(t, err)
 			}
-			require.Equal(t, breaker.Open, a.State(), "round %d: replica 0 after three failures", round)
+			// Open, or already past its short open period on a loaded
+			// machine: out of closed either way.
+			require.NotEqual(t, breaker.Closed, a.State(), "round %d: replica 0 after three failures", round)
 			reps[0].m.Sync() // the opening's store call has ended and been applied
 			if lost, _ := reps[0].counts("svc"); lost == lost0 && !a.Stats().StoreDown {
 				break
