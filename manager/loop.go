@@ -23,15 +23,9 @@ func (m *Manager) run() {
 		var synced chan struct{}
 		if m.control() {
 			// A request waited: it went first, and the loop looks again.
-			m.drainNotes()
-			m.drainStore()
-			m.runDue()
-			if len(m.faults) > 0 && !m.supervise() {
-				m.halt()
-				m.shutdown()
+			if !m.endTurn() {
 				return
 			}
-			m.arm()
 			continue
 		}
 		select {
@@ -54,19 +48,30 @@ func (m *Manager) run() {
 		case <-tick:
 			m.armed = false
 		}
-		m.drainNotes()
-		m.drainStore()
-		m.runDue()
-		if len(m.faults) > 0 && !m.supervise() {
-			m.halt()
-			m.shutdown()
+		if !m.endTurn() {
 			return
 		}
-		m.arm()
 		if synced != nil {
 			close(synced)
 		}
 	}
+}
+
+// endTurn ends a turn of the loop, whatever began it: every transition and
+// store result already waiting, every deadline due, the restarts a
+// callback's panic asks for, and the timer armed again. It reports false
+// if the manager halted for good and has shut down.
+func (m *Manager) endTurn() bool {
+	m.drainNotes()
+	m.drainStore()
+	m.runDue()
+	if len(m.faults) > 0 && !m.supervise() {
+		m.halt()
+		m.shutdown()
+		return false
+	}
+	m.arm()
+	return true
 }
 
 // control handles one request of a caller (a subscription, a removal,
