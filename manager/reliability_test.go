@@ -313,7 +313,10 @@ func (l *load) call(ctx context.Context, lb *loadBreaker, r *rand.Rand, probe bo
 	var d time.Duration
 	switch n := r.IntN(8); {
 	case probe && lb.spec.slowProbe && n < 3:
-		d = time.Duration(r.IntN(3000)) * time.Microsecond
+		// Up to three probe times: on a quiet machine too, some outlive
+		// theirs (one probe time at most would, only when the manager
+		// is late).
+		d = time.Duration(r.Int64N(int64(3 * lb.spec.minProbe)))
 	case n == 0:
 		d = time.Duration(r.IntN(300)) * time.Microsecond
 	case n < 4:
