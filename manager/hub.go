@@ -58,17 +58,26 @@ func (s *stores) init(m *Manager, opts Options) {
 	}
 }
 
-// storesDue starts what the hubs do when it is due: the read of breakers
-// that registered, and the resync. It runs on the loop.
+// storesDue starts what the hubs do when it is due: the next status read
+// of their queues, and the resync. It runs on the loop.
 func (m *Manager) storesDue() {
-	m.joinDue()
+	now := m.clk.Now()
+	for _, h := range m.stores.hubs {
+		m.readNext(h, now)
+	}
 	m.resyncDue()
 }
 
-// storesNext returns when the hubs next need the loop (their resync), if
-// the manager has any.
+// storesNext returns when the hubs next need the loop (their resync, or a
+// queued read waiting out its pause), if the manager has any.
 func (m *Manager) storesNext() (time.Time, bool) {
-	return m.stores.resyncAt, len(m.stores.hubs) > 0
+	next := m.stores.resyncAt
+	for _, h := range m.stores.hubs {
+		if len(h.reads) > 0 && !h.reading && !h.down && h.readAt.Before(next) {
+			next = h.readAt
+		}
+	}
+	return next, len(m.stores.hubs) > 0
 }
 
 // A hub connects a manager to one store: every shared breaker of the
@@ -86,6 +95,12 @@ func (m *Manager) storesNext() (time.Time, bool) {
 // unreachable, that it answers again: then every breaker is read). A
 // change the hub had to drop (its loop was behind) makes it read every
 // breaker too.
+//
+// Those reads of many breakers go through one queue (reads), read a chunk
+// at a time with one read in flight, so that a fleet whose every process
+// reads everything at once (at start-up, or as every watch subscribes
+// again after a Redis failover) asks no more of the store than it answers
+// within the store deadline: see nextChunk and readPause.
 type hub struct {
 	st      store.Store
 	cancel  context.CancelFunc
@@ -102,8 +117,11 @@ type hub struct {
 	down      bool      // the store is unreachable
 	err       error     // why, while down
 	resyncing bool      // a resync's read is in flight
-	joining   []*shared // registered, and not read yet
-	joinBusy  bool      // a read of joining breakers is in flight
+	reads     []*shared // breakers whose status is to be read, in order; each has queued set
+	reading   bool      // a read of the queue is in flight
+	chunk     int       // how many breakers the next read of the queue takes (nextChunk)
+	readFails int       // reads of the queue failed in a row
+	readAt    time.Time // the next read of the queue waits until then (readPause)
 }
 
 // watchList is the list of breakers a store.NamesWatcher watches, and a
@@ -199,7 +217,7 @@ func (m *Manager) attach(sh *shared) {
 	h := m.stores.hubs[st]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &hub{st: st, cancel: cancel, byName: make(map[string]*shared)}
+		h = &hub{st: st, cancel: cancel, byName: make(map[string]*shared), chunk: firstReadChunk}
 		h.changes.wake = make(chan struct{}, 1)
 		h.publishNames(nil)
 		if len(m.stores.hubs) == 0 {
@@ -227,7 +245,7 @@ func (m *Manager) attach(sh *shared) {
 		sh.onLoop(a, notes, false)
 		return
 	}
-	h.joining = append(h.joining, sh)
+	h.queue([]*shared{sh})
 }
 
 // detach takes the shared breaker sh off its hub, and stops the hub when
@@ -240,9 +258,6 @@ func (m *Manager) detach(sh *shared) {
 			h.windows--
 		}
 	}
-	if i := slices.Index(h.joining, sh); i >= 0 {
-		h.joining = slices.Delete(h.joining, i, i+1)
-	}
 	if h.byName[sh.b.Name()] == sh {
 		delete(h.byName, sh.b.Name())
 		h.watched = slices.DeleteFunc(slices.Clone(h.watched), func(n string) bool { return n == sh.b.Name() })
@@ -251,25 +266,6 @@ func (m *Manager) detach(sh *shared) {
 	if len(h.list) == 0 && m.stores.hubs[h.st] == h {
 		h.cancel()
 		delete(m.stores.hubs, h.st)
-	}
-}
-
-// joinDue starts, for every hub, one status read of the breakers that
-// registered since the last: Register does not wait for the store, and a
-// breaker follows what the store says of it (a fleet already open) when
-// the answer comes; Sync waits for it. It runs on the loop.
-func (m *Manager) joinDue() {
-	for _, h := range m.stores.hubs {
-		if h.joinBusy || len(h.joining) == 0 {
-			continue
-		}
-		list := h.joining
-		h.joining, h.joinBusy = nil, true
-		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
-			msg := m.statusOf(ctx, h, list, at)
-			msg.join = true
-			return msg
-		})
 	}
 }
 
@@ -415,15 +411,9 @@ func (h *hub) nextSweep() []*shared {
 	return list
 }
 
-// readAll reads the status of every breaker of the hub, as its watch
+// readAll queues every breaker of the hub for a status read, as its watch
 // subscribes.
-func (m *Manager) readAll(h *hub) {
-	if len(h.list) == 0 {
-		return
-	}
-	list := slices.Clone(h.list)
-	m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult { return m.statusOf(ctx, h, list, at) })
-}
+func (m *Manager) readAll(h *hub) { h.queue(h.list) }
 
 // statusOf reads the shared state of the hub's breakers list, at at.
 func (m *Manager) statusOf(ctx context.Context, h *hub, list []*shared, at time.Time) statusMsg {

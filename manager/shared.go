@@ -52,6 +52,7 @@ type shared struct {
 	b        *Breaker
 	st       store.Store
 	hub      *hub                         // set on the loop as the breaker registers, before any caller has it
+	queued   bool                         // owned by the loop: in hub.reads
 	policy   atomic.Pointer[store.Policy] // the strategy as the store counts it; Reconfigure may change its thresholds
 	fallback store.Fallback
 

@@ -15,7 +15,7 @@ import (
 // loop. Everything here runs on the manager's goroutine.
 
 // registered joins the breaker to the hub of its store, which reads what
-// the store says of it without holding up Register (see hub.join).
+// the store says of it without holding up Register (see hub.queue).
 func (sh *shared) registered(b *Breaker) { b.mgr.attach(sh) }
 
 // removed takes the breaker off its hub.
@@ -107,6 +107,7 @@ func (m *Manager) storeDown(h *hub, err error) {
 		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(h.list), "error", err)
 	}
 	h.err = err
+	h.unqueue() // every breaker is read once the store answers again
 	for _, sh := range h.list {
 		sh.errors.Add(1)
 		a, notes := sh.step(fleet.Failed{Err: err}, nil)

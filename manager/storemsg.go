@@ -50,9 +50,7 @@ func (msg subscribedMsg) handle(m *Manager) {
 			list = append(list, sh)
 		}
 	}
-	if len(list) > 0 {
-		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult { return m.statusOf(ctx, h, list, at) })
-	}
+	h.queue(list)
 }
 
 // statusMsg is the answer to a status read of the hub: the statuses of
@@ -69,9 +67,10 @@ type statusMsg struct {
 	// seq numbers the read among the hub's (hub.asked): only one started
 	// after a breaker fell back is news that its store answers.
 	seq uint64
-	// resync marks the answer to the periodic resync, join that to the
-	// read of breakers that just registered.
-	resync, join bool
+	// resync marks the answer to the periodic resync, queued that to a
+	// read of the hub's queue, which took took.
+	resync, queued bool
+	took           time.Duration
 }
 
 func (msg statusMsg) handle(m *Manager) {
@@ -79,8 +78,8 @@ func (msg statusMsg) handle(m *Manager) {
 	if msg.resync {
 		h.resyncing = false
 	}
-	if msg.join {
-		h.joinBusy = false
+	if msg.queued && !m.readAnswered(h, msg) {
+		return
 	}
 	if msg.err != nil {
 		m.storeDown(h, msg.err)
