@@ -73,7 +73,7 @@ func (m *Manager) storesDue() {
 func (m *Manager) storesNext() (time.Time, bool) {
 	next := m.stores.resyncAt
 	for _, h := range m.stores.hubs {
-		if len(h.reads) > 0 && !h.reading && !h.down && h.readAt.Before(next) {
+		if len(h.reads) > 0 && !h.reading && h.readAt.Before(next) {
 			next = h.readAt
 		}
 	}

@@ -78,11 +78,11 @@ func (h *hub) unqueue() {
 }
 
 // readNext starts the next read of the hub's queue, unless one is in
-// flight, the store is unreachable (the sweep tells when it answers, and
-// every breaker is read then) or the pause after a failed read is not over.
-// It runs on the loop.
+// flight or the pause after a failed read is not over. (While the store is
+// unreachable, the queue holds only what news that it answers queued: a
+// subscription, or the sweep's answer.) It runs on the loop.
 func (m *Manager) readNext(h *hub, now time.Time) {
-	if h.reading || h.down || len(h.reads) == 0 || now.Before(h.readAt) {
+	if h.reading || len(h.reads) == 0 || now.Before(h.readAt) {
 		return
 	}
 	n := min(h.chunk, len(h.reads))
@@ -137,7 +137,7 @@ func (m *Manager) readAnswered(h *hub, msg statusMsg) bool {
 		sh.onLoop(a, notes, false)
 	}
 	if !h.down {
-		h.queue(msg.list)
+		h.queue(msg.list) // (else every breaker is read once the store answers)
 	}
 	return false
 }
