@@ -90,6 +90,7 @@ type Store struct {
 	ttl       time.Duration
 	subscribe time.Duration
 	reload    *reloader    // nil unless the client is a Cluster client
+	dials     *dials       // the client's last failed dial (nil for a client not of go-redis's)
 	found     atomic.Int32 // unknown, classic or sharded: where changes are announced
 	err       error        // a configuration error, returned by every method
 }
@@ -108,8 +109,14 @@ var _ store.Store = (*Store)(nil)
 // its options (redis.Options, redis.ClusterOptions, redis.FailoverOptions,
 // redis.RingOptions); New refuses one without it, with an error naming the
 // option.
+//
+// New adds a hook to a go-redis client (to each node client of a Cluster
+// client or Ring as it makes them) that only notes the client's failed
+// dials: a store call whose deadline ran out while the client could not
+// connect then fails with both errors, "context deadline exceeded (the
+// client cannot connect: dial tcp ...: connection refused)".
 func New(client redis.UniversalClient, opts Options) *Store {
-	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL, reload: newReloader(client)}
+	s := &Store{client: client, prefix: opts.Prefix, ttl: opts.FailureTTL, reload: newReloader(client), dials: watchDials(client)}
 	if s.prefix == "" {
 		s.prefix = "fusebox"
 	}
@@ -224,8 +231,9 @@ func wrap(op, name string, err error) error {
 // Cluster client to reload the cluster's layout if err says a node cannot
 // be reached (see reloadEvery).
 func (s *Store) fail(op, name string, err error) error {
-	s.reload.after(err, time.Now())
-	return wrap(op, name, err)
+	now := time.Now()
+	s.reload.after(err, now)
+	return wrap(op, name, s.dials.explain(err, now))
 }
 
 // status reads a script's {epoch, open_pttl, probe_pttl}. An open marker
@@ -412,8 +420,9 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 		probe[i] = pipe.PTTL(ctx, s.Key(n, "probe"))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		s.reload.after(err, time.Now())
-		return nil, fmt.Errorf("redisstore: status of %d breakers: %w", len(names), err)
+		now := time.Now()
+		s.reload.after(err, now)
+		return nil, fmt.Errorf("redisstore: status of %d breakers: %w", len(names), s.dials.explain(err, now))
 	}
 	out := make([]store.Status, len(names))
 	for i := range names {
@@ -422,8 +431,9 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 			err = cmp.Or(open[i].Err(), probe[i].Err())
 		}
 		if err != nil && !errors.Is(err, redis.Nil) {
-			s.reload.after(err, time.Now())
-			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], err)
+			now := time.Now()
+			s.reload.after(err, now)
+			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], s.dials.explain(err, now))
 		}
 		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1 && e%2 == 1}
 	}

@@ -397,8 +397,9 @@ func (w *watcher) failed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	w.s.reload.after(err, time.Now())
-	return err
+	now := time.Now()
+	w.s.reload.after(err, now)
+	return w.s.dials.explain(err, now)
 }
 
 // close ends every subscription and waits for the readers. A blocked read
