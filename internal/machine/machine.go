@@ -39,10 +39,6 @@ type Snapshot struct {
 	// held says that no timer ends the state: the driver holds it (see
 	// Hold), and Expire leaves it as it is.
 	held bool
-	// err is what Snapshot.Err points to, kept in the snapshot so that
-	// building the error allocates nothing more than the snapshot. A copy
-	// of a snapshot may point to its original's, which never changes.
-	err breaker.OpenError
 	// counter is the closed period's own counter. In other states it is
 	// the counter of the closed period that ended when the breaker opened
 	// (nil if none), kept only so that Window can show the rate it
@@ -64,8 +60,9 @@ func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
 	n.Snapshot = s
 	n.Snapshot.Err = nil
 	if !n.admit {
-		n.err = breaker.OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
-		n.Snapshot.Err = &n.err
+		// Apart from the snapshot: a closed one, what most breakers
+		// hold most of the time, carries no error and no room for one.
+		n.Snapshot.Err = &breaker.OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
 	}
 	return n
 }
