@@ -82,7 +82,9 @@ func TestStep(t *testing.T) {
 			with(st(2), func(s *fleet.State) { s.Dirty, s.DirtyIn = true, 2 }), fleet.Actions{}},
 		{"the failure that reaches the threshold trips, in the epoch the store counted it in", st(2), view(C, 4, time.Time{}), t0,
 			fleet.Recorded{Gen: 4, Failure: true, Verdict: store.Verdict{Failures: 3, Status: store.Status{Epoch: 4}}, At: t0},
-			with(st(4), func(s *fleet.State) { s.Dirty, s.DirtyIn, s.EpochAt, s.Tripped = true, 4, 7, fleet.Trip{Gen: 5, Epoch: 4} }), fleet.Actions{Trip: true}},
+			with(st(4), func(s *fleet.State) {
+				s.Dirty, s.DirtyIn, s.EpochAt, s.Tripped = true, 4, 7, fleet.Trip{Gen: 5, Epoch: 4}
+			}), fleet.Actions{Trip: true}},
 		{"a failure while the fleet is open follows it", st(2), view(C, 4, time.Time{}), t1,
 			fleet.Recorded{Gen: 4, Failure: true, Verdict: store.Verdict{Failures: 9, Status: store.Status{Epoch: 3, Open: 30 * time.Second}}, At: t0},
 			with(st(3), func(s *fleet.State) { s.Dirty, s.DirtyIn, s.EpochAt = true, 3, 7 }),
