@@ -170,3 +170,53 @@ func TestSharedFailedReadPauses(t *testing.T) {
 	assert.Equal(t, 3, st.count(), "reads once the second pause is over")
 	assert.Equal(t, 1+32+16, errs(), "store errors after a read of 16")
 }
+
+// gateRecover is a Recover whose first Timeout waits for its gate: it holds
+// up the manager's loop, as a slow callback does.
+type gateRecover struct {
+	entered chan struct{}
+	gate    chan struct{}
+	once    sync.Once
+}
+
+func (g *gateRecover) Init() (any, error) { return nil, nil }
+
+func (g *gateRecover) Timeout(recover.Context, any) (time.Duration, any) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.gate
+	})
+	return time.Minute, nil
+}
+
+// Changes a hub had to drop, its loop being behind by more than it holds,
+// are read again once the loop has caught up: a breaker follows the last
+// change made while the loop was held, though that change was dropped.
+func TestSharedDroppedChangesAreReadAgain(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Watchdog: time.Hour})
+	t.Cleanup(m.Stop)
+	x := register(t, m, "x", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Store: mem})
+	g := &gateRecover{entered: make(chan struct{}), gate: make(chan struct{})}
+	blocker := register(t, m, "blocker", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: g})
+	m.Sync()
+
+	fail(t, blocker, 1) // the loop asks blocker's Recover for its period, and waits
+	<-g.entered
+	// More changes than the hub holds (4,096) and the loop's channel
+	// together, each a reset of x, then a forcing: the forcing is dropped.
+	ctx := context.Background()
+	for range 4096 + 1024 + 100 {
+		_, err := mem.Reset(ctx, "x")
+		require.NoError(t, err)
+	}
+	_, err := mem.ForceOpen(ctx, "x")
+	require.NoError(t, err)
+	close(g.gate)
+	m.Sync()
+
+	s := x.Stats()
+	assert.Equal(t, breaker.Open, s.State, "x follows the forcing it did not hear")
+	assert.True(t, s.Forced, "forced")
+}
