@@ -112,6 +112,11 @@ func TestKindOf(t *testing.T) {
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 1000, "fusebox:changes", "b00001"}, "open"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "token", 1000, 3}, "lease"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "fusebox:changes", "b00001"}, "force"},
+		// Since sharded pub/sub, the opening and the forcing name the
+		// command that announces them.
+		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 1000, "fusebox:changes", "b00001", "PUBLISH"}, "open"},
+		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 0, "fusebox:{b00001}:changes", "b00001", "SPUBLISH"}, "open"},
+		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "fusebox:changes", "b00001", "PUBLISH"}, "force"},
 		{[]any{"evalsha", "abc", 5, key("probe"), key("open"), key("failures"), key("window"), key("epoch"), "token", "s", 1000, "fusebox:changes", "b00001", 3}, "verdict"},
 		{[]any{"evalsha", "abc", 5, key("open"), key("probe"), key("failures"), key("window"), key("epoch"), "fusebox:changes", "b00001"}, "reset"},
 		{[]any{"evalsha", "abc", 6, key("open"), key("probe"), key("failures"), key("window"), key("epoch"), key("reporters"), "fusebox:changes", "b00001"}, "reset"},

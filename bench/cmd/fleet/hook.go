@@ -99,7 +99,7 @@ func kindOf(args []any) string {
 	for i, k := range args[3 : 3+nkeys] {
 		fields[i] = field(k)
 	}
-	kind := scriptKind(fields, len(args)-3-nkeys)
+	kind := scriptKind(fields, args[3+nkeys:])
 	if name == "eval" {
 		kind += " (load)"
 	}
@@ -117,14 +117,15 @@ func field(key any) string {
 
 // scriptKind names a script of the store by the first key it touches, the
 // one it is about, and for the three that touch only the open marker, the
-// lease and the epoch, by their number of arguments (docs/shared-state.md
-// and store/redisstore's scripts.go): a failure counted (failures), the
+// lease and the epoch, by their arguments (docs/shared-state.md and
+// store/redisstore's scripts.go): a failure counted (failures), the
 // window's counts (window), a probe's verdict (probe), a reset (open,
-// with the counts among its keys), and the opening (4 arguments), the
-// probe's lease (3) or a forcing (2). Another is named by its keys, so
-// that a change of the store shows as a new kind rather than a wrong
-// one.
-func scriptKind(fields []string, argc int) string {
+// with the counts among its keys), and the opening (5 arguments, the last
+// the command that announces it; 4 before sharded pub/sub), a forcing (3,
+// the last that command; 2 before) or the probe's lease (3: a token, the
+// lease, the epoch). Another is named by its keys, so that a change of
+// the store shows as a new kind rather than a wrong one.
+func scriptKind(fields []string, argv []any) string {
 	switch fields[0] {
 	case "failures":
 		return "failure"
@@ -137,13 +138,18 @@ func scriptKind(fields []string, argc int) string {
 			return "reset"
 		}
 		if len(fields) == 3 {
-			switch argc {
-			case 4:
+			announces := false
+			if len(argv) > 0 {
+				last, _ := argv[len(argv)-1].(string)
+				announces = strings.EqualFold(last, "publish") || strings.EqualFold(last, "spublish")
+			}
+			switch {
+			case len(argv) == 5 && announces, len(argv) == 4:
 				return "open"
-			case 3:
-				return "lease"
-			case 2:
+			case len(argv) == 3 && announces, len(argv) == 2:
 				return "force"
+			case len(argv) == 3:
+				return "lease"
 			}
 		}
 	}
