@@ -164,6 +164,15 @@ type heard struct {
 	ready  bool // the subscription is in place: no change, the header
 }
 
+// watched names what the watch listens to: the classic channel, or, on a
+// Cluster whose changes go to shard channels, those of every slot.
+func (c *cli) watched(ctx context.Context) string {
+	if sh, err := c.st.Sharded(ctx); err == nil && sh {
+		return "the shard channels " + c.st.Channel() + ":{tag} of every slot"
+	}
+	return c.st.Channel()
+}
+
 func (c *cli) watch(ctx context.Context) error {
 	lines := make(chan heard, watchBuffer)
 	var dropped atomic.Int64
@@ -173,7 +182,7 @@ func (c *cli) watch(ctx context.Context) error {
 		for h := range lines {
 			switch {
 			case h.ready:
-				fmt.Fprintf(c.stderr, "fusebox: watching %s on %s; interrupt (Ctrl-C) to stop\n", c.st.Channel(), c.target)
+				fmt.Fprintf(c.stderr, "fusebox: watching %s on %s; interrupt (Ctrl-C) to stop\n", c.watched(ctx), c.target)
 				if !c.json {
 					writeChangeHeader(c.stdout)
 				}

@@ -72,6 +72,25 @@ func TestCluster(t *testing.T) {
 		peers["ledger"].m.Sync()
 		return peers["ledger"].b.State() == breaker.Closed
 	})
+
+	// The watch says it listens to the shard channels (Redis 7), and
+	// hears a change on them.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errs buffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"-cluster", flag, "watch"}, &out, &errs) }()
+	waitFor(t, 5*time.Second, "watch subscribes", func() bool { return strings.Contains(errs.String(), "watching ") })
+	assert.Contains(t, errs.String(), "watching the shard channels fusebox:changes:{tag} of every slot on ")
+	peers["ledger"].trip(t)
+	waitFor(t, 5*time.Second, "watch prints the opening", func() bool { return strings.Contains(out.String(), "ledger") })
+	cancel()
+	select {
+	case c := <-code:
+		assert.Equal(t, 0, c, "exit status of an interrupted watch; stderr: %s", errs.String())
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not end within 5s of its interruption")
+	}
 }
 
 // Through Sentinel, the command line finds the master and reads it.
