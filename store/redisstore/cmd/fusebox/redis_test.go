@@ -204,13 +204,7 @@ func TestWatch(t *testing.T) {
 			require.NoError(t, ps[0].b.Reset())
 			ps[0].trip(t)
 			waitFor(t, 5*time.Second, "watch prints the opening", func() bool { return strings.Contains(out.String(), "opened") })
-			cancel()
-			select {
-			case c := <-code:
-				assert.Equal(t, 0, c, "exit status of an interrupted watch; stderr: %s", errs.String())
-			case <-time.After(5 * time.Second):
-				t.Fatal("watch did not end within 5s of its interruption")
-			}
+			interrupt(t, cancel, code, &errs)
 			got := lines(out.String())
 			if format == "json" {
 				require.Len(t, got, 2, "a reset and an opening:\n%s", out.String())
@@ -319,4 +313,17 @@ func TestListProcessesInTheCount(t *testing.T) {
 	r = fusebox("-redis", srv.Addr(), "show", "search")
 	require.Equal(t, 0, r.code, "show: %s", r.stderr)
 	assert.Regexp(t, `(?m)^counts +\d+ consecutive failures, from 2 processes$`, r.stdout)
+}
+
+// interrupt cancels a watch's context, as SIGINT does, and checks that the
+// watch ends within 5s with exit status 0.
+func interrupt(t *testing.T, cancel context.CancelFunc, code <-chan int, errs *buffer) {
+	t.Helper()
+	cancel()
+	select {
+	case c := <-code:
+		assert.Equal(t, 0, c, "exit status of an interrupted watch; stderr: %s", errs.String())
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not end within 5s of its interruption")
+	}
 }

@@ -84,13 +84,7 @@ func TestCluster(t *testing.T) {
 	assert.Contains(t, errs.String(), "watching the shard channels fusebox:changes:{tag} of every slot on ")
 	peers["ledger"].trip(t)
 	waitFor(t, 5*time.Second, "watch prints the opening", func() bool { return strings.Contains(out.String(), "ledger") })
-	cancel()
-	select {
-	case c := <-code:
-		assert.Equal(t, 0, c, "exit status of an interrupted watch; stderr: %s", errs.String())
-	case <-time.After(5 * time.Second):
-		t.Fatal("watch did not end within 5s of its interruption")
-	}
+	interrupt(t, cancel, code, &errs)
 }
 
 // Through Sentinel, the command line finds the master and reads it.
