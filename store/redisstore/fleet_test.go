@@ -162,9 +162,19 @@ func TestFleetHealthyCallsSendNoCommand(t *testing.T) {
 // serverCommands sums the calls of every command in INFO commandstats but
 // INFO itself.
 func serverCommands(t testing.TB, c *redis.Client) int64 {
+	var total int64
+	for _, n := range serverCommandsBy(t, c) {
+		total += n
+	}
+	return total
+}
+
+// serverCommandsBy returns how many commands the server has run, by
+// command, INFO excluded.
+func serverCommandsBy(t testing.TB, c *redis.Client) map[string]int64 {
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
-	var total int64
+	by := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
@@ -173,11 +183,11 @@ func serverCommands(t testing.TB, c *redis.Client) int64 {
 		for _, f := range strings.Split(rest, ",") {
 			if v, ok := strings.CutPrefix(f, "calls="); ok {
 				n, _ := strconv.ParseInt(v, 10, 64)
-				total += n
+				by[strings.TrimPrefix(name, "cmdstat_")] += n
 			}
 		}
 	}
-	return total
+	return by
 }
 
 type countHook struct{ n *atomic.Int64 }
