@@ -320,7 +320,10 @@ func (m *Manager) Breakers() []*Breaker {
 // change and then a Sync of another leaves the other following it, with no
 // wait on the clock. On another store the calls end within
 // Options.StoreTimeout, and changes arrive when the store delivers them.
-// After Stop, Sync returns at once.
+// The status reads of breakers that registered are among the calls it waits
+// for, all of them, unless a read fails: the breakers left are then read
+// after a pause on the clock, which Sync does not wait for. After Stop,
+// Sync returns at once.
 func (m *Manager) Sync() {
 	for {
 		m.stores.calls.wait()
