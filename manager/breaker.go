@@ -269,11 +269,12 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if fn == nil {
 		return b.misuse("Do", errNilFunc)
 	}
-	if ctx == nil {
-		return b.misuse("Do", errNilContext)
-	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
+		if ctx == nil {
+			// Acquire counted nothing; the error names Do.
+			return b.misuse("Do", errNilContext)
+		}
 		return err
 	}
 	released := false
@@ -297,13 +298,13 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 		var zero T
 		return zero, b.misuse("Call", errNilFunc)
 	}
-	if ctx == nil {
-		var zero T
-		return zero, b.misuse("Call", errNilContext)
-	}
 	p, err := b.Acquire(ctx)
 	if err != nil {
 		var zero T
+		if ctx == nil {
+			// Acquire counted nothing; the error names Call.
+			return zero, b.misuse("Call", errNilContext)
+		}
 		return zero, err
 	}
 	released := false

@@ -57,12 +57,11 @@ func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
 		admit:   s.State == breaker.Closed && !s.Halted,
 		decline: (s.State == breaker.Open || s.State == breaker.Probing) && !s.Halted,
 	}
-	n.Snapshot = s
-	n.Snapshot.Err = nil
+	n.Snapshot, n.Err = s, nil
 	if !n.admit {
 		// Apart from the snapshot: a closed one, what most breakers
 		// hold most of the time, carries no error and no room for one.
-		n.Snapshot.Err = &breaker.OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
+		n.Err = &breaker.OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
 	}
 	return n
 }
