@@ -85,19 +85,21 @@ func (m *Manager) readNext(h *hub, now time.Time) {
 	if h.reading || len(h.reads) == 0 || now.Before(h.readAt) {
 		return
 	}
-	n := min(h.chunk, len(h.reads))
-	list := make([]*shared, 0, n)
-	for _, sh := range h.reads[:n] {
+	// The next chunk of breakers still registered (a removed one stays
+	// queued until here).
+	list := make([]*shared, 0, min(h.chunk, len(h.reads)))
+	i := 0
+	for ; i < len(h.reads) && len(list) < h.chunk; i++ {
+		sh := h.reads[i]
 		sh.queued = false
 		if !sh.b.removed {
 			list = append(list, sh)
 		}
 	}
-	if h.reads = h.reads[n:]; len(h.reads) == 0 {
+	if h.reads = h.reads[i:]; len(h.reads) == 0 {
 		h.reads = nil
 	}
 	if len(list) == 0 {
-		m.readNext(h, now)
 		return
 	}
 	h.reading = true
