@@ -160,10 +160,11 @@ const maxQueuedChanges = 4096
 
 // changeQueue holds the changes Watch delivered, and the news that it
 // subscribed, until the loop takes them. Each counts as a store call in
-// flight (Manager.storeCalls) from the moment it is queued until the loop
-// has received it, so that Sync waits for it: on the memory store, which
+// flight (stores.calls) from the moment it is queued until it is in the
+// loop's channel, so that Sync waits for it: on the memory store, which
 // delivers a change before the call that made it returns, a Sync after
-// that call sees the change applied.
+// that call sees the change applied. The first change dropped counts the
+// read that stands for the dropped ones the same way.
 type changeQueue struct {
 	mu     sync.Mutex
 	list   []storeResult
@@ -177,7 +178,13 @@ type changeQueue struct {
 func (q *changeQueue) push(msg storeResult, f *inflight) {
 	q.mu.Lock()
 	if q.closed || len(q.list) >= maxQueuedChanges {
-		q.lost = q.lost || !q.closed
+		if !q.closed && !q.lost {
+			// The read of every breaker that stands for the changes
+			// dropped is in flight from now, so that Sync waits for
+			// it: counted until it is in the loop's channel.
+			q.lost = true
+			f.add()
+		}
 		q.mu.Unlock()
 		return
 	}
@@ -200,13 +207,17 @@ func (q *changeQueue) take() (list []storeResult, lost bool) {
 	return list, lost
 }
 
-// close closes the queue and returns how many changes it still held.
+// close closes the queue and returns how many store calls in flight it
+// still held: its changes, and the read for changes dropped.
 func (q *changeQueue) close() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
 	n := len(q.list)
-	q.list = nil
+	if q.lost {
+		n++ // the read for the changes dropped, which will not be made
+	}
+	q.list, q.lost = nil, false
 	return n
 }
 
@@ -343,8 +354,8 @@ func (m *Manager) forward(ctx context.Context, h *hub) {
 			m.stores.calls.done()
 		}
 		if lost {
-			// Changes were dropped: read what they would have said.
-			m.stores.calls.add()
+			// Changes were dropped: read what they would have said
+			// (counted in flight since the first was dropped).
 			m.sendStore(subscribedMsg{h: h})
 			m.stores.calls.done()
 		}

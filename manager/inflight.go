@@ -3,12 +3,16 @@ package manager
 import "sync"
 
 // inflight counts the store calls the loop has started and whose results
-// it has not received yet, so that Sync can wait for them: on the memory
-// store they end at once, on another within Options.StoreTimeout.
+// are not yet on their way to it, so that Sync can wait for them: on the
+// memory store they end at once, on another within Options.StoreTimeout.
+// A call is done once its result is in the loop's channel, which the next
+// turn of the loop drains; started tells Sync whether a call began since
+// it last found none in flight.
 type inflight struct {
-	mu   sync.Mutex
-	n    int
-	zero *sync.Cond
+	mu      sync.Mutex
+	n       int
+	started uint64 // calls ever added
+	zero    *sync.Cond
 }
 
 func newInflight() *inflight {
@@ -20,6 +24,7 @@ func newInflight() *inflight {
 func (f *inflight) add() {
 	f.mu.Lock()
 	f.n++
+	f.started++
 	f.mu.Unlock()
 }
 
@@ -31,20 +36,20 @@ func (f *inflight) done() {
 	f.mu.Unlock()
 }
 
-// wait returns once no call is in flight, and reports whether one was.
-func (f *inflight) wait() (waited bool) {
+// wait returns once no call is in flight, with how many calls had been
+// started by then.
+func (f *inflight) wait() (started uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for f.n > 0 {
-		waited = true
 		f.zero.Wait()
 	}
-	return waited
+	return f.started
 }
 
-// busy reports whether a call is in flight.
-func (f *inflight) busy() bool {
+// since reports whether a call was started after wait returned started.
+func (f *inflight) since(started uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.n > 0
+	return f.started != started
 }

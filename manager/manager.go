@@ -326,9 +326,13 @@ func (m *Manager) Breakers() []*Breaker {
 // Sync returns at once.
 func (m *Manager) Sync() {
 	for {
-		m.stores.calls.wait()
+		// Once no call is in flight, the results of all of them are
+		// in the loop's channel, and the turn drains them. A call the
+		// turn started (or one started since) needs another round: it
+		// may end, its result waiting, before a check that it is busy.
+		started := m.stores.calls.wait()
 		m.syncLoop()
-		if !m.stores.calls.busy() {
+		if !m.stores.calls.since(started) {
 			return
 		}
 		select {

@@ -162,9 +162,9 @@ func (m *Manager) goStore(h *hub, sh *shared, call func(ctx context.Context, at 
 	m.stores.calls.add()
 	go func() {
 		defer m.stores.wg.Done()
-		// Done once the loop has received the result (or the manager
-		// stopped): the loop handles it before any later request, Sync's
-		// included.
+		// Done once the result is in the loop's channel (or the
+		// manager stopped): the loop drains the channel before it
+		// answers a later Sync.
 		defer m.stores.calls.done()
 		ctx, cancel := context.WithTimeout(context.Background(), m.stores.timeout)
 		defer cancel()
