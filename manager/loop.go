@@ -37,14 +37,14 @@ func (m *Manager) run() {
 		case msg := <-m.storeResults():
 			msg.handle(m)
 		case req := <-m.registerc:
-			m.register(req)
+			m.serve(req)
 		case synced = <-m.syncc:
 		case req := <-m.subscribec:
-			m.subscribe(req)
+			m.serve(req)
 		case req := <-m.removec:
-			m.remove(req)
+			m.serve(req)
 		case req := <-m.reconfigurec:
-			m.reconfigure(req)
+			m.serve(req)
 		case <-tick:
 			m.armed = false
 		}
@@ -83,17 +83,35 @@ func (m *Manager) endTurn() bool {
 func (m *Manager) control() bool {
 	select {
 	case req := <-m.subscribec:
-		m.subscribe(req)
+		m.serve(req)
 	case req := <-m.removec:
-		m.remove(req)
+		m.serve(req)
 	case req := <-m.registerc:
-		m.register(req)
+		m.serve(req)
 	case req := <-m.reconfigurec:
-		m.reconfigure(req)
+		m.serve(req)
 	default:
 		return false
 	}
 	return true
+}
+
+// serve handles a caller's request after the transitions already waiting,
+// whichever way the loop took the request: a caller's own transition (a
+// trip in Release, sent before it returned) goes before its later request,
+// such as a Remove, which would otherwise drop the transition unpublished.
+func (m *Manager) serve(req any) {
+	m.drainNotes()
+	switch r := req.(type) {
+	case registerReq:
+		m.register(r)
+	case subscribeReq:
+		m.subscribe(r)
+	case removeReq:
+		m.remove(r)
+	case reconfigureReq:
+		m.reconfigure(r)
+	}
 }
 
 // drainNotes handles the transitions already waiting, and no more: callers
