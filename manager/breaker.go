@@ -25,6 +25,7 @@ type Breaker struct {
 	slowCall    atomic.Int64 // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	mgr         *Manager
 	truth       truth                     // where its state is decided: local{}, or *shared
+	fleet       *shared                   // the loop's side of a shared breaker; nil for a local one
 	durations   atomic.Pointer[durations] // nil unless Config.TimeCalls
 	stats       stripe.Counters
 
@@ -240,15 +241,15 @@ func (p Permit) release(o classify.Outcome, err error) {
 	if b.mach.UsesClock() {
 		now = b.mgr.clk.Now()
 	}
-	if c.Record(o, now) {
-		b.trip(p.t.Gen, o, err)
-	}
+	// Recorded in the period's own count first, then told to the
+	// breaker's truth, with the permit's generation.
+	b.truth.outcome(b, p.t.Gen, o, c.Record(o, now), err, now)
 }
 
 // trip opens the closed breaker of generation gen because of a call with
-// outcome o and error err.
-func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
-	if step, ok := b.mach.TripBy(gen, o, err, b.truth.tripCause(gen), b.mgr.clk.Now()); ok {
+// outcome o and error err, with cause.
+func (b *Breaker) trip(gen uint64, o classify.Outcome, err error, cause breaker.Cause) {
+	if step, ok := b.mach.TripBy(gen, o, err, cause, b.mgr.clk.Now()); ok {
 		b.mgr.notify(b, step)
 	}
 }
@@ -334,14 +335,18 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 // this process's breaker is forced, and it falls back (see
 // Config.Fallback); it forces the fleet once the store answers again.
 func (b *Breaker) ForceOpen() error {
-	b.truth.manual(b, true)
-	step, ok := b.mach.ForceOpen(b.mgr.clk.Now())
-	if ok {
-		b.mgr.notify(b, step)
-	} else if s := b.mach.Snapshot(); s.Halted {
+	b.truth.forceOpen(b)
+	if s := b.mach.Snapshot(); s.Halted {
 		return haltedErr(s)
 	}
 	return nil
+}
+
+// forceOpen forces the machine open.
+func (b *Breaker) forceOpen() {
+	if step, ok := b.mach.ForceOpen(b.mgr.clk.Now()); ok {
+		b.mgr.notify(b, step)
+	}
 }
 
 // Reset closes the breaker, whatever its state (a forced-open one included),
@@ -358,14 +363,18 @@ func (b *Breaker) ForceOpen() error {
 // of cause shared. If the store cannot be reached, only this process's
 // breaker is reset, and it falls back (see Config.Fallback).
 func (b *Breaker) Reset() error {
-	b.truth.manual(b, false)
-	step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset)
-	if ok {
-		b.mgr.notify(b, step)
-	} else if s := b.mach.Snapshot(); s.Halted {
+	b.truth.reset(b)
+	if s := b.mach.Snapshot(); s.Halted {
 		return haltedErr(s)
 	}
 	return nil
+}
+
+// reset closes the machine, by hand.
+func (b *Breaker) reset() {
+	if step, ok := b.mach.Reset(b.mgr.clk.Now(), breaker.CauseReset); ok {
+		b.mgr.notify(b, step)
+	}
 }
 
 // misuse is the error of a method of b called with an argument it refuses:

@@ -114,8 +114,7 @@ type hub struct {
 	byName    map[string]*shared
 	windows   int       // how many of list have a window policy
 	sweep     int       // where in list the sweep goes on
-	down      bool      // the store is unreachable
-	err       error     // why, while down
+	link      fleet.Link // the store's link, as its watch and its reads say
 	resyncing bool      // a resync's read is in flight
 	reads     []*shared // breakers whose status is to be read, in order; each has queued set
 	reading   bool      // a read of the queue is in flight
@@ -251,8 +250,8 @@ func (m *Manager) attach(sh *shared) {
 		h.windows++
 	}
 	sh.hub = h
-	if h.down {
-		a, notes := sh.step(fleet.Failed{Err: h.err}, nil)
+	if h.link.Down {
+		a, notes := sh.step(fleet.Failed{Err: h.link.Err}, nil)
 		sh.onLoop(a, notes, false)
 		return
 	}
@@ -392,13 +391,18 @@ func (m *Manager) resyncDue() {
 			}
 		}
 		m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
+			// The reports come back with the read, and are stepped
+			// on the loop before it.
+			var reports []successReport
 			for _, sh := range windows {
-				if sh.hints.Load()&hintDown == 0 {
-					sh.flushSuccesses(ctx)
+				if !sh.hints.Load().Down {
+					if r, ok := sh.reportSuccesses(ctx, at); ok {
+						reports = append(reports, r)
+					}
 				}
 			}
 			msg := m.statusOf(ctx, h, list, at)
-			msg.resync = true
+			msg.resync, msg.reports = true, reports
 			return msg
 		})
 	}

@@ -134,7 +134,7 @@ func (m *Manager) handleNote(n note) {
 		return
 	}
 	if n.step.Gen == 0 {
-		n.links.publishLinks()
+		n.sh.onNote(n)
 		return
 	}
 	if n.step.Gen != b.nextGen {
@@ -194,11 +194,13 @@ func (m *Manager) apply(n note) {
 		until = m.schedule(b, s, d)
 	}
 	m.emitKind(b, s, n.kind, until)
-	if !m.faulted(b) {
-		b.truth.applied(b, n, d)
-	}
-	if n.links != nil {
-		n.links.publishLinks()
+	if sh := b.fleet; sh != nil {
+		if !m.faulted(b) {
+			sh.applied(n, d)
+		}
+		if n.sh != nil {
+			sh.onNote(n)
+		}
 	}
 }
 
@@ -256,7 +258,9 @@ func (m *Manager) register(req registerReq) {
 	b.recState = st
 	b.nextGen = b.mach.Snapshot().Gen + 1
 	b.last = breaker.Closed
-	b.truth.registered(b)
+	if sh := b.fleet; sh != nil {
+		m.attach(sh)
+	}
 	m.mu.Lock()
 	m.byName[name] = b
 	m.list = append(m.list, b)

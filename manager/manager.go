@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
 
@@ -97,11 +98,13 @@ type note struct {
 	step machine.Step
 	// kind is the kind of event the step is published as.
 	kind EventKind
-	// links, when set, is the shared breaker whose events of its link to
+	// sh, when set, is the shared breaker whose events of its link to
 	// its store (EventStoreLost, EventStoreRestored), decided with or
-	// before the step, are published once the step is applied; a note
-	// with no step (a zero step.Gen) carries only that.
-	links *shared
+	// before the step, are published once the step is applied, and
+	// whose loop effects, decided on a caller's goroutine, then run; a
+	// note with no step (a zero step.Gen) carries only those.
+	sh      *shared
+	effects []fleet.Effect
 }
 
 type registerReq struct {
@@ -249,7 +252,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		if sh, err = newShared(b, name, cfg); err != nil {
 			return nil, err
 		}
-		b.truth = sh
+		b.truth, b.fleet = sh, sh
 	}
 	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)

@@ -45,19 +45,32 @@ func (q *pending) slot(idx int64) *atomic.Uint64 {
 }
 
 // add counts one success in bucket idx.
-func (q *pending) add(idx int64) {
+func (q *pending) add(idx int64) { q.addN(idx, 1) }
+
+// restore counts again the successes take returned for bucket idx (a
+// report of them failed): each goes back to the bucket it was counted in.
+func (q *pending) restore(out []int64, idx int64) {
+	for age, n := range out {
+		if n > 0 {
+			q.addN(idx-int64(age), uint64(n))
+		}
+	}
+}
+
+// addN counts n > 0 successes in bucket idx.
+func (q *pending) addN(idx int64, n uint64) {
 	s := q.slot(idx)
 	epoch := uint64(idx) & pendingEpoch
 	for {
 		w := s.Load()
-		next := epoch<<pendingShift | 1
+		next := epoch<<pendingShift | min(n, pendingCount)
 		switch e := w >> pendingShift; {
 		case w == 0:
 		case e == epoch:
 			if w&pendingCount == pendingCount {
 				return // saturated
 			}
-			next = w + 1
+			next = w&^pendingCount | min(w&pendingCount+n, pendingCount)
 		case (e-epoch)&pendingEpoch < 1<<15:
 			return // a late call: a newer bucket holds the slot
 		}

@@ -138,7 +138,7 @@ func (m *Manager) readAnswered(h *hub, msg statusMsg) bool {
 		a, notes := sh.step(fleet.Failed{Err: msg.err}, nil)
 		sh.onLoop(a, notes, false)
 	}
-	if !h.down {
+	if !h.link.Down {
 		h.queue(msg.list) // (else every breaker is read once the store answers)
 	}
 	return false

@@ -51,7 +51,9 @@ func (m *Manager) remove(req removeReq) {
 	m.mu.Unlock()
 	b.early = nil
 	m.timers.drop(b)
-	b.truth.removed(b)
+	if sh := b.fleet; sh != nil {
+		m.detach(sh)
+	}
 	s := b.mach.Snapshot()
 	m.publish(b, Event{Kind: EventRemoved, Name: req.name, At: m.clk.Now(), Gen: s.Gen})
 	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())

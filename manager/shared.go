@@ -59,13 +59,11 @@ type shared struct {
 	mu    sync.Mutex
 	state fleet.State // guarded by mu
 
-	// What the healthy path reads without the lock: written under mu
-	// after every step, so that a success of a healthy breaker costs two
-	// atomic loads and no lock.
-	hints     atomic.Uint32 // hintDown, hintDirty
-	calls     atomic.Int64  // window: state.Calls
-	failures  atomic.Int64  // window: state.Failures
-	processes atomic.Int64  // state.Processes, for Stats
+	// hints is what the healthy path reads of the state without the
+	// lock (fleet.Hints.Quiet), published under mu after every step
+	// that changed it: a success of a healthy breaker costs one atomic
+	// load and no lock.
+	hints atomic.Pointer[fleet.Hints]
 
 	pending *pending // window: successes not reported yet, counted lock-free
 	errors  atomic.Uint64
@@ -76,17 +74,10 @@ type shared struct {
 	links []EventKind
 }
 
-// Bits of shared.hints.
-const (
-	hintDown  = 1 << iota // state.Down: only the fallback counts
-	hintDirty             // state.Dirty: the next success ends the shared run
-)
-
 func isComparable(st store.Store) bool { return reflect.TypeOf(st).Comparable() }
 
-// newShared validates a shared breaker's configuration, and makes b's
-// machine record in the store as its counters count. It runs before the
-// machine's Init. validateConfig has checked the Fallback.
+// newShared validates a shared breaker's configuration. validateConfig
+// has checked the Fallback.
 func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if !isComparable(cfg.Store) {
 		return nil, registerError(name, "Store", fmt.Errorf("%T is not comparable; pass a pointer", cfg.Store))
@@ -102,10 +93,11 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	sh := &shared{b: b, st: cfg.Store, fallback: cfg.Fallback}
 	sh.policy.Store(&p)
 	sh.state = fleet.State{Policy: p, Fallback: cfg.Fallback}
+	h := sh.state.Hints()
+	sh.hints.Store(&h)
 	if p.Rate > 0 {
 		sh.pending = newPending(p)
 	}
-	b.mach.Wrap(sh.counter)
 	return sh, nil
 }
 
@@ -115,122 +107,91 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 // one. It then follows the statuses the step left for after its change.
 // It returns the step's actions and the machine's steps for the loop,
 // which the caller hands over once the lock is released (see handOver).
-// probeErr is the error of the probe an End action ends.
-func (sh *shared) step(msg fleet.Msg, probeErr error) (fleet.Actions, []note) {
+// callErr is the error of the call whose outcome a Trip or an EndProbe
+// applies.
+func (sh *shared) step(msg fleet.Msg, callErr error) (fleet.Actions, []note) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	a, notes := sh.stepLocked(msg, probeErr, nil)
+	a, notes := sh.stepLocked(msg, callErr, nil)
 	for len(a.Then) > 0 {
 		h := a.Then[0]
 		a.Then = a.Then[1:]
 		then, more := sh.stepLocked(h, nil, notes)
 		notes = more
-		if !then.Extend.IsZero() {
-			a.Extend, a.ExtendGen = then.Extend, then.ExtendGen
-		}
+		a.Loop = append(a.Loop, then.Loop...)
 		a.Then = append(a.Then, then.Then...)
 	}
 	return a, notes
 }
 
-func (sh *shared) stepLocked(msg fleet.Msg, probeErr error, notes []note) (fleet.Actions, []note) {
+func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.Actions, []note) {
 	b := sh.b
 	for {
 		s := b.mach.Snapshot()
 		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
-		moved := false
-		switch {
-		case a.Move != nil:
-			mv := a.Move
-			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, now)
-			if ok {
-				notes = append(notes, note{b: b, step: step})
-			}
-			moved = !ok && b.mach.Snapshot().Gen != s.Gen
-		case a.Clear != 0:
-			moved = !b.mach.Hold(a.Clear) && b.mach.Snapshot().Gen != s.Gen
-		case a.End != 0:
-			gen := probeGen(msg)
-			step, r := b.mach.EndProbe(machine.Ticket{Gen: gen, Probe: true}, a.End, probeErr, now)
-			if r == machine.Stale {
-				b.stats.Add(statStale)
-			} else {
-				notes = append(notes, note{b: b, step: step})
-			}
-		case a.Renew:
-			b.mach.Renew()
-		}
+		notes, moved := sh.change(a.Change, s, callErr, now, notes)
 		if moved {
 			continue
 		}
-		sh.state = next
-		sh.publishHints()
-		if a.Lost {
-			sh.links = append(sh.links, EventStoreLost)
+		if h := next.Hints(); h != *sh.hints.Load() {
+			sh.hints.Store(&h)
 		}
-		if a.Restored {
-			sh.links = append(sh.links, EventStoreRestored)
+		sh.state = next
+		for _, e := range a.Loop {
+			switch e.(type) {
+			case fleet.Lost:
+				sh.links = append(sh.links, EventStoreLost)
+			case fleet.Restored:
+				sh.links = append(sh.links, EventStoreRestored)
+			}
 		}
 		return a, notes
 	}
 }
 
-// probeGen is the probing generation a message that ends a probe names.
-func probeGen(msg fleet.Msg) uint64 {
-	switch m := msg.(type) {
-	case fleet.ProbeEnded:
-		return m.Gen
-	case fleet.VerdictReply:
-		return m.Gen
+// change applies the change of the machine a step decided on snapshot s
+// (fleet.Apply), adding the machine's step to notes; moved says the step
+// is to be decided again.
+func (sh *shared) change(c fleet.Change, s *machine.Snapshot, callErr error, now time.Time, notes []note) (_ []note, moved bool) {
+	b := sh.b
+	step, made, moved, stale := fleet.Apply(&b.mach, c, s, callErr, now)
+	if stale {
+		b.stats.Add(statStale)
 	}
-	return 0
+	if made {
+		notes = append(notes, note{b: b, step: step})
+	}
+	return notes, moved
 }
 
-// publishHints copies what the healthy path reads of the state; mu is
-// held.
-func (sh *shared) publishHints() {
-	var h uint32
-	if sh.state.Down {
-		h |= hintDown
-	}
-	if sh.state.Dirty {
-		h |= hintDirty
-	}
-	sh.hints.Store(h)
-	if sh.pending != nil {
-		sh.calls.Store(sh.state.Calls)
-		sh.failures.Store(sh.state.Failures)
-	}
-	sh.processes.Store(sh.state.Processes)
-}
-
-// tripCause implements truth: a trip this process decides alone, short of
-// the fleet's quorum, says so.
-func (sh *shared) tripCause(gen uint64) breaker.Cause {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.state.TripCause(gen)
-}
-
-// handOver hands the machine's steps to the loop, from a caller's
-// goroutine, with the store link's event the step decided, if any, and
-// logs a fallback.
+// handOver hands the machine's steps and the loop's effects a step
+// decided on a caller's goroutine to the loop, with the store link's
+// events, and logs a fallback.
 func (sh *shared) handOver(a fleet.Actions, notes []note) {
 	m := sh.b.mgr
-	if a.FellBack != nil {
-		sh.logFallBack(a.FellBack)
+	var effects []fleet.Effect
+	link := false
+	for _, e := range a.Loop {
+		switch e := e.(type) {
+		case fleet.Lost:
+			sh.logFallBack(e.Err)
+			link = true
+		case fleet.Restored:
+			link = true
+		}
+		effects = append(effects, e)
 	}
-	link := a.Lost || a.Restored
 	for i, n := range notes {
-		if i == len(notes)-1 && link {
-			n.links, link = sh, false
+		if i == len(notes)-1 && (link || effects != nil) {
+			n.sh, n.effects = sh, effects
+			link, effects = false, nil
 		}
 		m.send(n)
 	}
-	if link {
-		m.send(note{b: sh.b, links: sh})
+	if link || effects != nil {
+		m.send(note{b: sh.b, sh: sh, effects: effects})
 	}
 }
 
@@ -252,88 +213,53 @@ func (sh *shared) logFallBack(err error) {
 	sh.b.mgr.logError("fusebox: store call failed; the breaker falls back", "breaker", sh.b.Name(), "fallback", fallbackName(sh.fallback), "error", err)
 }
 
-// counter wraps the counter of one closed period of the breaker.
-func (sh *shared) counter(c breaker.Counter) breaker.Counter {
-	sc := sharedCounter{Counter: c, sh: sh}
-	if _, ok := c.(machine.Windowed); ok {
-		return &sharedWindowCounter{sc}
-	}
-	return &sc
-}
-
-// sharedCounter is the counter of a shared breaker's closed period: the
-// strategy's own counter, which counts every outcome here, and the store,
-// which counts the fleet's (see shared.record).
-type sharedCounter struct {
-	breaker.Counter
-	sh *shared
-}
-
-// Record implements breaker.Counter: it reports whether the outcome trips
-// the breaker.
-func (c *sharedCounter) Record(o classify.Outcome, now time.Time) bool {
-	return c.sh.record(c.Counter, o, now)
-}
-
-// sharedWindowCounter is a sharedCounter whose strategy keeps a window.
-type sharedWindowCounter struct{ sharedCounter }
-
-// Window implements machine.Windowed: the window this process counted.
-func (c *sharedWindowCounter) Window(now time.Time) (calls, failures uint64) {
-	return c.Counter.(machine.Windowed).Window(now)
-}
-
-// record is an outcome in the closed state. Its own counter c counts every
-// outcome: it is what the local fallback trips on, and what a window's
-// success checks first, with the store's last counts, before the step is
-// asked whether the store must hear of it. A success of a healthy breaker
-// so reads two atomic hints and takes no lock.
-func (sh *shared) record(c breaker.Counter, o classify.Outcome, now time.Time) bool {
-	localTrip := c.Record(o, now)
-	switch h := sh.hints.Load(); {
-	case h&hintDown != 0 && !localTrip, o == classify.Ignore:
-		// While the store is unreachable only what trips the local
-		// count matters (the step says what the fallback makes of it).
-		return false
-	case o == classify.Failure || h&hintDown != 0:
-	case sh.pending != nil:
-		// The threshold is checked after every outcome: a success that
-		// may bring the window to it, by this process's count or by the
-		// store's last counts, is reported at once.
-		idx := sharepolicy.Bucket(sh.policy.Load(), now)
+// outcome implements truth: an outcome in the closed state, which the
+// period's own count has recorded (trips: it trips that count, what the
+// local fallback trips on). A window's success is counted as pending, to
+// reach the store with the next report. What the step would decide
+// nothing for (fleet.Hints.Quiet) is not stepped: a success of a healthy
+// breaker so reads one atomic pointer and takes no lock.
+func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error, now time.Time) {
+	h := sh.hints.Load()
+	var calls int64
+	if sh.pending != nil && o == classify.Success {
+		idx := sh.policy.Load().Bucket(now)
 		sh.pending.add(idx)
-		if !localTrip && !sh.mayTrip(idx) {
-			return false
+		if h.Failures > 0 {
+			calls = h.Calls + sh.pending.total(idx)
 		}
-	case h&hintDirty == 0:
-		return false
 	}
-	gen := sh.b.mach.Snapshot().Gen
-	a, notes := sh.step(fleet.Outcome{Gen: gen, Outcome: o, LocalTrip: localTrip}, nil)
+	if h.Quiet(o, trips, calls) {
+		return
+	}
+	a, notes := sh.step(fleet.Outcome{Gen: gen, Outcome: o, LocalTrip: trips}, err)
 	sh.handOver(a, notes)
-	if a.Report == fleet.ReportNone {
-		return a.Trip
+	r, ok := a.Call.(fleet.ReportCall)
+	if !ok {
+		return
 	}
-	b := sh.b
 	at := b.mgr.clk.Now() // a healthy call reads no clock
-	var v store.Verdict
-	failure := a.Report == fleet.ReportFailure
 	p := sh.policy.Load()
+	var idx int64
 	var succ []int64
 	if sh.pending != nil {
-		succ = sh.pending.take(sharepolicy.Bucket(p, now))
+		idx = p.Bucket(at)
+		succ = sh.pending.take(idx)
 	}
-	err := sh.call(func(ctx context.Context) (err error) {
-		if failure {
+	var v store.Verdict
+	serr := sh.call(func(ctx context.Context) (err error) {
+		if r.Failure {
 			v, err = sh.st.RecordFailure(ctx, b.Name(), *p, succ)
 		} else {
 			v, err = sh.st.RecordSuccess(ctx, b.Name(), *p, succ)
 		}
 		return err
 	})
-	a, notes = sh.step(fleet.Recorded{Gen: gen, Failure: failure, LocalTrip: localTrip, Verdict: v, Err: err, At: at}, nil)
+	if serr != nil {
+		sh.pending.restore(succ, idx)
+	}
+	a, notes = sh.step(fleet.Recorded{Gen: gen, Failure: r.Failure, LocalTrip: trips, Verdict: v, Err: serr, At: at}, err)
 	sh.handOver(a, notes)
-	return a.Trip
 }
 
 // call runs a store call on a caller's goroutine, with the store deadline,
@@ -355,41 +281,50 @@ func (sh *shared) callCtx(parent context.Context, f func(ctx context.Context) er
 	return err
 }
 
-// mayTrip reports whether, by the store's last counts and the successes
-// pending here, a success in bucket idx might bring the shared window to
-// its threshold. A window with no failure in it cannot trip, so healthy
-// calls never ask.
-func (sh *shared) mayTrip(idx int64) bool {
-	f := sh.failures.Load()
-	if f == 0 {
-		return false
-	}
-	return sharepolicy.Reached(*sh.policy.Load(), store.Verdict{Calls: sh.calls.Load() + sh.pending.total(idx), Failures: f})
+// successReport is the resync's report of a window's successes not
+// reported yet: made off the loop (the resync's goroutine), and stepped
+// on the loop like the answer of any store call the loop makes.
+type successReport struct {
+	sh   *shared
+	gen  uint64
+	idx  int64   // the bucket succ counts back from
+	succ []int64 // what was reported, by age
+	v    store.Verdict
+	err  error
+	at   time.Time
 }
 
-// flushSuccesses reports the successes of a window policy counted since
-// the last report, off the loop (the resync's goroutine): the store's
-// counts, and a trip they may make, go through the step as a caller's
-// report does.
-func (sh *shared) flushSuccesses(ctx context.Context) {
-	b := sh.b
-	at := b.mgr.clk.Now()
+// reportSuccesses reports, from the resync's goroutine, the successes of a
+// window policy counted since the last report. It reports false if none
+// were pending.
+func (sh *shared) reportSuccesses(ctx context.Context, at time.Time) (successReport, bool) {
 	p := sh.policy.Load()
-	succ := sh.pending.take(sharepolicy.Bucket(p, at))
+	idx := p.Bucket(at)
+	succ := sh.pending.take(idx)
 	if succ == nil {
+		return successReport{}, false
+	}
+	r := successReport{sh: sh, gen: sh.b.mach.Snapshot().Gen, idx: idx, succ: succ, at: at}
+	r.err = guardStore(sh.st, func() (err error) {
+		r.v, err = sh.st.RecordSuccess(ctx, sh.b.Name(), *p, succ)
+		return err
+	})
+	return r, true
+}
+
+// reported steps the resync's report of successes, on the loop: a report
+// that failed is a store error, and its successes go back to be reported
+// again.
+func (r successReport) handle() {
+	sh := r.sh
+	if sh.b.removed {
 		return
 	}
-	gen := b.mach.Snapshot().Gen
-	v, err := sh.st.RecordSuccess(ctx, b.Name(), *p, succ)
-	if err != nil {
-		// The resync's read that follows reports the store's state.
-		return
+	if r.err != nil {
+		sh.errors.Add(1)
+		sh.pending.restore(r.succ, r.idx)
 	}
-	a, notes := sh.step(fleet.Recorded{Gen: gen, Verdict: v, At: at}, nil)
-	sh.handOver(a, notes)
-	if a.Trip {
-		b.trip(gen, classify.Success, nil)
-	}
+	sh.loopStep(fleet.Recorded{Gen: r.gen, Verdict: r.v, Err: r.err, At: r.at})
 }
 
 func newToken() string {
@@ -412,10 +347,12 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	t, step, oerr := b.mach.Acquire(now)
 	won := oerr == nil && t.Gen != 0 && step.Gen != 0
 	var a fleet.Actions
+	var notes []note
 	if won {
-		a, _ = sh.stepLocked(fleet.ProbeWon{Gen: t.Gen, Token: token}, nil, nil)
+		a, notes = sh.stepLocked(fleet.ProbeWon{Gen: t.Gen, Token: token}, nil, nil)
 	}
 	sh.mu.Unlock()
+	call, asks := a.Call.(fleet.AcquireCall)
 	switch {
 	case oerr != nil:
 		b.stats.Add(statDeclined)
@@ -424,17 +361,21 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 		return b.halted(b.mach.Snapshot())
 	case step.Gen == 0:
 		return b.permit(t), nil
-	case a.Acquire == nil:
+	case !asks:
 		// The store is unreachable: the local probe goes ahead, for the
-		// lease Recover decided.
-		step.Until = after(step.At, a.Hold)
+		// lease Recover decided, unless the breaker fails closed.
+		step.Until = after(step.At, a.Probe.Hold)
 		b.mgr.notify(b, step)
+		sh.handOver(a, notes)
+		if a.Probe.Decline {
+			return sh.decline(b)
+		}
 		return b.permit(t), nil
 	}
+	sh.handOver(a, notes)
 	at := b.mgr.clk.Now()
 	var got bool
 	var st store.Status
-	call := a.Acquire
 	err := sh.callCtx(ctx, func(ctx context.Context) (err error) {
 		got, st, err = sh.st.AcquireProbe(ctx, b.Name(), call.Token, call.Epoch, call.Lease)
 		return err
@@ -446,21 +387,27 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease}
 	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
 	// The probing step first: the loop arms its timer for the lease.
-	step.Until = after(step.At, reply.Hold)
+	step.Until = after(step.At, reply.Probe.Hold)
 	b.mgr.notify(b, step)
 	sh.handOver(reply, notes)
 	switch {
-	case reply.GiveBack:
+	case reply.Probe.GiveBack:
 		sh.endProbe(b, t, classify.Ignore, nil)
 		return Permit{}, ctx.Err()
-	case reply.Decline:
-		b.stats.Add(statDeclined)
-		if s := b.mach.Snapshot(); s.Err != nil {
-			return Permit{}, s.Err
-		}
-		return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
+	case reply.Probe.Decline:
+		return sh.decline(b)
 	}
 	return b.permit(t), nil
+}
+
+// decline declines the caller that won the local probe: another process
+// probes, the fleet moved on, or the breaker fails closed.
+func (sh *shared) decline(b *Breaker) (Permit, error) {
+	b.stats.Add(statDeclined)
+	if s := b.mach.Snapshot(); s.Err != nil {
+		return Permit{}, s.Err
+	}
+	return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
 }
 
 // endProbe ends the probe of ticket t with outcome o. A success's or an
@@ -472,8 +419,8 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error) {
 	a, notes := sh.step(fleet.ProbeEnded{Gen: t.Gen, Outcome: o}, err)
 	sh.handOver(a, notes)
-	r := a.Resolve
-	if r == nil {
+	r, ok := a.Call.(fleet.ResolveCall)
+	if !ok {
 		return
 	}
 	at := b.mgr.clk.Now()
@@ -487,6 +434,18 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 	sh.handOver(a, notes)
 }
 
+// forceOpen implements truth: ForceOpen in the store first, then here.
+func (sh *shared) forceOpen(b *Breaker) {
+	sh.manual(b, true)
+	b.forceOpen()
+}
+
+// reset implements truth: Reset in the store first, then here.
+func (sh *shared) reset(b *Breaker) {
+	sh.manual(b, false)
+	b.reset()
+}
+
 // manual runs a manual action (ForceOpen or Reset) in the store first, for
 // every process, unless the store is unreachable (the action is then this
 // process's alone, until it answers): one round trip on the caller's
@@ -495,7 +454,7 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 func (sh *shared) manual(b *Breaker, force bool) {
 	a, notes := sh.step(fleet.Manual{Force: force}, nil)
 	sh.handOver(a, notes)
-	if !a.Force && !a.Reset {
+	if _, ok := a.Call.(fleet.ManualCall); !ok {
 		return
 	}
 	var st store.Status
@@ -507,14 +466,16 @@ func (sh *shared) manual(b *Breaker, force bool) {
 		}
 		return err
 	})
-	a, notes = sh.step(fleet.ManualReply{Status: st, Err: err}, nil)
+	a, notes = sh.step(fleet.ManualReply{Force: force, Status: st, Err: err}, nil)
 	sh.handOver(a, notes)
 }
 
-// link implements truth.
+// link returns st with what Stats says of the breaker's link to its
+// store filled in.
 func (sh *shared) link(st Stats) Stats {
-	st.Shared, st.StoreDown, st.StoreErrors = true, sh.hints.Load()&hintDown != 0, sh.errors.Load()
-	st.Processes = sh.processes.Load()
+	h := sh.hints.Load()
+	st.Shared, st.StoreDown, st.StoreErrors = true, h.Down, sh.errors.Load()
+	st.Processes = h.Processes
 	return st
 }
 

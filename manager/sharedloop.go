@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/recover"
 )
@@ -14,20 +15,20 @@ import (
 // answers of the store calls it makes) and carries out the actions on the
 // loop. Everything here runs on the manager's goroutine.
 
-// registered joins the breaker to the hub of its store, which reads what
-// the store says of it without holding up Register (see hub.queue).
-func (sh *shared) registered(b *Breaker) { b.mgr.attach(sh) }
-
-// removed takes the breaker off its hub.
-func (sh *shared) removed(b *Breaker) { b.mgr.detach(sh) }
-
 // applied feeds the step of note n, applied, to the breaker's step: it
 // may start a store call (an opening, a failed probe's verdict) or ask
 // Recover for the next probe's lease. d is the period Recover decided for
 // the step, if any.
-func (sh *shared) applied(_ *Breaker, n note, d time.Duration) {
+func (sh *shared) applied(n note, d time.Duration) {
 	s := n.step
 	sh.loopStep(fleet.Applied{Transition: s.Transition, Gen: s.Gen, Cause: s.Cause, At: s.At, Period: d})
+}
+
+// onNote publishes the store link's events a caller's step decided, and
+// runs the loop's effects it handed over with note n.
+func (sh *shared) onNote(n note) {
+	sh.publishLinks()
+	sh.effects(n.effects)
 }
 
 // loopStep feeds msg to the breaker's step on the loop and carries out its
@@ -41,48 +42,59 @@ func (sh *shared) loopStep(msg fleet.Msg) {
 // fallback is this breaker's own to log (a hub's failure is logged once
 // for all its breakers).
 func (sh *shared) onLoop(a fleet.Actions, notes []note, logFall bool) {
-	b := sh.b
-	m := b.mgr
-	if a.FellBack != nil && logFall {
-		sh.logFallBack(a.FellBack)
-	}
-	if a.Restored {
-		sh.publishLinks()
+	m := sh.b.mgr
+	for _, e := range a.Loop {
+		if l, ok := e.(fleet.Lost); ok && logFall {
+			sh.logFallBack(l.Err)
+		}
 	}
 	for _, n := range notes {
 		m.handleNote(n)
 	}
 	sh.publishLinks()
-	if !a.Extend.IsZero() {
-		m.extend(b, a.ExtendGen, a.Extend)
-	}
-	if a.AskLease {
-		c := recover.Context{Name: b.Name(), Transition: breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}}
-		if d, ok := m.askRecover(b, c); ok {
-			sh.step(fleet.LeaseDecided{Lease: d}, nil)
-		}
-	}
+	sh.effects(a.Loop)
+}
+
+// effects carries out the loop's effects of a step, in order.
+func (sh *shared) effects(list []fleet.Effect) {
+	b := sh.b
+	m := b.mgr
 	name := b.Name()
-	if o := a.Open; o != nil {
-		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-			st, won, err := sh.st.Open(ctx, name, o.Epoch, max(o.Until.Sub(at), 0))
-			return decidedMsg{sh: sh, d: fleet.Decided{Won: won, Status: st, Err: err, At: at}}
-		})
-	}
-	if r := a.Resolve; r != nil && r.OnLoop {
-		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-			st, applied, err := sh.st.Resolve(ctx, name, r.Lease.Token, r.Lease.Epoch, r.Outcome, r.Reopen)
-			return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: at}}
-		})
-	}
-	if a.ForceForFleet {
-		// Forced open here while the store was unreachable: force the
-		// fleet; until the answer, the breaker follows nothing the store
-		// says.
-		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-			st, err := sh.st.ForceOpen(ctx, name)
-			return decidedMsg{sh: sh, d: fleet.Decided{Won: true, Status: st, Err: err, At: at}}
-		})
+	for _, e := range list {
+		switch e := e.(type) {
+		case fleet.Extend:
+			m.extend(b, e.Gen, e.Until)
+		case fleet.AskLease:
+			c := recover.Context{Name: name, Transition: breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}}
+			if d, ok := m.askRecover(b, c); ok {
+				sh.step(fleet.LeaseDecided{Lease: d}, nil)
+			}
+		case fleet.OpenCall:
+			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
+				st, won, err := sh.st.Open(ctx, name, e.Epoch, max(e.Until.Sub(at), 0))
+				return decidedMsg{sh: sh, d: fleet.Decided{Won: won, Status: st, Err: err, At: at}}
+			})
+		case fleet.ReopenCall:
+			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
+				st, applied, err := sh.st.Resolve(ctx, name, e.Lease.Token, e.Lease.Epoch, classify.Failure, e.Reopen)
+				return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: at}}
+			})
+		case fleet.ForceCall:
+			// Forced open here while the store was unreachable: force
+			// the fleet; until the answer, the breaker follows nothing
+			// the store says.
+			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
+				st, err := sh.st.ForceOpen(ctx, name)
+				return decidedMsg{sh: sh, d: fleet.Decided{Won: true, Status: st, Err: err, At: at}}
+			})
+		case fleet.Lost:
+			// Its own store call failed while its hub's link holds: a
+			// read of it says when the store answers it again.
+			if h := sh.hub; h != nil && !h.link.Down {
+				h.queue([]*shared{sh})
+			}
+		case fleet.Restored:
+		}
 	}
 }
 
@@ -102,11 +114,10 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 // own store error (a name the store refuses, say) is that breaker's
 // problem, not its store's: it goes through its own step.
 func (m *Manager) storeDown(h *hub, err error) {
-	if !h.down {
-		h.down = true
+	var lost bool
+	if h.link, lost = h.link.Fail(err, h.asked.Load()); lost {
 		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(h.list), "error", err)
 	}
-	h.err = err
 	h.unqueue() // every breaker is read once the store answers again
 	for _, sh := range h.list {
 		sh.errors.Add(1)

@@ -231,12 +231,15 @@ func followView(v *mgrView, st store.Status, at, now time.Time, onLoop bool) {
 	if !next.Held.Held() {
 		v.lease = 0
 	}
-	switch {
-	case a.Move != nil:
-		moveView(v, a.Move.State, a.Move.Until, a.Move.Forced)
-	case onLoop && !a.Extend.IsZero() && v.state == breaker.Open:
-		// Only the loop corrects an open period's end.
-		v.until = a.Extend
+	if mv, ok := a.Change.(fstep.Move); ok {
+		moveView(v, mv.State, mv.Until, mv.Forced)
+	}
+	for _, e := range a.Loop {
+		if x, ok := e.(fstep.Extend); ok && v.state == breaker.Open {
+			// The loop corrects an open period's end, wherever the
+			// step decided it.
+			v.until = x.Until
+		}
 	}
 }
 

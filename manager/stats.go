@@ -104,5 +104,8 @@ func (b *Breaker) Stats() Stats {
 	if h := b.durations.Load(); h != nil {
 		st.Durations = h.read()
 	}
-	return b.truth.link(st)
+	if sh := b.fleet; sh != nil {
+		st = sh.link(st)
+	}
+	return st
 }

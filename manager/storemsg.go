@@ -71,12 +71,17 @@ type statusMsg struct {
 	// read of the hub's queue, which took took.
 	resync, queued bool
 	took           time.Duration
+	// reports are the resync's reports of windows' successes.
+	reports []successReport
 }
 
 func (msg statusMsg) handle(m *Manager) {
 	h := msg.h
 	if msg.resync {
 		h.resyncing = false
+	}
+	for _, r := range msg.reports {
+		r.handle()
 	}
 	if msg.queued && !m.readAnswered(h, msg) {
 		return
@@ -85,8 +90,8 @@ func (msg statusMsg) handle(m *Manager) {
 		m.storeDown(h, msg.err)
 		return
 	}
-	if h.down {
-		h.down = false
+	var back bool
+	if h.link, back = h.link.Answer(msg.seq); back {
 		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(h.list))
 		if len(msg.list) < len(h.list) {
 			// The sweep's few breakers answered: read the others.

@@ -11,40 +11,34 @@ import (
 
 // truth is where a breaker's state is decided: in its own state machine
 // (local), or in a store it shares with other processes (*shared, in
-// shared.go). The call path and the loop reach it through this interface
-// only, so a local breaker's way has no branch for sharing, and what only a
-// shared breaker needs lives with *shared.
+// shared.go). The call path reaches it through this interface only, and
+// each of its methods does something different for the two: a local
+// breaker's way has no branch for sharing.
 //
-// Outcomes in the closed state, the hot path, do not go through it: they
-// reach the counter of the closed period, and a shared breaker's machine
-// wraps its counters (Machine.Wrap) so that they record in the store as
-// they count. A local breaker's release is so exactly what it would be
-// without sharing.
+// The loop's side of a shared breaker (what the loop applied, joining and
+// leaving its store's hub, what Stats says of its link) is *shared's
+// alone: the loop reaches it through Breaker.fleet, which a local breaker
+// does not have.
 type truth interface {
 	// acquire is Acquire in half_open, where the caller may win the
 	// probe: it returns the caller's permit, or declines it.
 	acquire(b *Breaker, ctx context.Context) (Permit, error)
+	// outcome is what follows an outcome o of a call admitted in the
+	// closed generation gen, once the period's counter has recorded it:
+	// trips says whether it trips that count, err is the call's error
+	// (nil if unknown), now the time the counter was given (zero unless
+	// the strategy uses the clock).
+	outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error, now time.Time)
 	// endProbe ends the probe of ticket t with outcome o (err: the
 	// probe's error, if any).
 	endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error)
-	// tripCause is the cause of the trip of the closed generation gen.
-	tripCause(gen uint64) breaker.Cause
-	// manual runs before ForceOpen (force) or Reset applies here.
-	manual(b *Breaker, force bool)
-	// applied runs on the loop once the step of note n is applied; d is the
-	// period Recover decided for it, if any.
-	applied(b *Breaker, n note, d time.Duration)
-	// registered runs on the loop as the breaker joins the manager;
-	// removed as it leaves.
-	registered(b *Breaker)
-	removed(b *Breaker)
+	// forceOpen and reset are ForceOpen and Reset.
+	forceOpen(b *Breaker)
+	reset(b *Breaker)
 	// reconfigure checks that cfg, given to Reconfigure, keeps what the
 	// breaker cannot change, and returns what to apply on the loop once
 	// the rest of cfg is (nil: nothing).
 	reconfigure(b *Breaker, cfg Config) (func(), error)
-	// link returns st with what Stats says of the breaker's link to a
-	// store filled in.
-	link(st Stats) Stats
 }
 
 // local is the truth of a breaker that is not shared: its machine decides
@@ -66,6 +60,12 @@ func (local) acquire(b *Breaker, _ context.Context) (Permit, error) {
 	return b.permit(t), nil
 }
 
+func (local) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error, _ time.Time) {
+	if trips {
+		b.trip(gen, o, err, breaker.CauseTrip)
+	}
+}
+
 func (local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error) {
 	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
@@ -75,12 +75,8 @@ func (local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err erro
 	b.mgr.send(note{b: b, step: step})
 }
 
-func (local) tripCause(uint64) breaker.Cause        { return breaker.CauseTrip }
-func (local) manual(*Breaker, bool)                 {}
-func (local) applied(*Breaker, note, time.Duration) {}
-func (local) registered(*Breaker)                   {}
-func (local) removed(*Breaker)                      {}
-func (local) link(st Stats) Stats                   { return st }
+func (local) forceOpen(b *Breaker) { b.forceOpen() }
+func (local) reset(b *Breaker)     { b.reset() }
 
 func (local) reconfigure(b *Breaker, cfg Config) (func(), error) {
 	if cfg.Store != nil {

@@ -74,7 +74,7 @@ func (b *memBreaker) status(now time.Time) Status {
 // window adds failures to the current bucket of p, and successes by age
 // to theirs, and returns the window's totals.
 func (b *memBreaker) window(p Policy, now time.Time, failures int64, successes []int64) (int64, int64) {
-	idx := p.bucket(now)
+	idx := p.Bucket(now)
 	if b.buckets == nil {
 		b.buckets = make(map[int64]*[2]int64)
 	}
@@ -145,7 +145,7 @@ func (b *memBreaker) report(p Policy, now time.Time) int64 {
 		b.reporters[p.Reporter] = 0
 		return int64(len(b.reporters))
 	}
-	idx := p.bucket(now)
+	idx := p.Bucket(now)
 	b.reporters[p.Reporter] = idx
 	var n int64
 	for r, last := range b.reporters {
@@ -166,7 +166,7 @@ func (b *memBreaker) reporting(p Policy, now time.Time) int64 {
 	if !p.window() {
 		return int64(len(b.reporters))
 	}
-	idx := p.bucket(now)
+	idx := p.Bucket(now)
 	var n int64
 	for _, last := range b.reporters {
 		if last > idx-int64(p.Buckets) {

@@ -161,21 +161,24 @@ func (p Policy) window() bool { return p.Rate > 0 }
 // count, and only this rule decides, so a local and a shared breaker fed
 // the same outcomes trip at the same call.
 func (p Policy) Trips(v Verdict) bool {
-	return p.reached(v) && (p.Quorum <= 1 || v.Processes >= int64(p.Quorum))
+	return p.Reached(v) && (p.Quorum <= 1 || v.Processes >= int64(p.Quorum))
 }
 
-// reached reports whether a verdict's counts reach the strategy's
-// threshold, whatever the processes they come from.
-func (p Policy) reached(v Verdict) bool {
+// Reached reports whether a verdict's counts reach the strategy's
+// threshold, whatever the processes they come from: Trips without the
+// quorum.
+func (p Policy) Reached(v Verdict) bool {
 	if p.window() {
 		return rule.Rate(v.Calls, v.Failures, int64(p.MinCalls), p.Rate)
 	}
 	return rule.Consecutive(v.Failures, p.Failures)
 }
 
-// bucket returns the index of the bucket of a window policy that holds
-// instant t (see Rate).
-func (p Policy) bucket(t time.Time) int64 { return rule.Bucket(t, rule.Width(p.Period, p.Buckets)) }
+// Bucket returns the index of the bucket of a window policy that holds
+// instant t (see Rate): the numbering every store, and the manager's
+// count of the successes it has not reported yet, use. It is on the path
+// of a shared window's calls.
+func (p *Policy) Bucket(t time.Time) int64 { return rule.Bucket(t, rule.Width(p.Period, p.Buckets)) }
 
 // Shareable is implemented by strategies, other than the built-in ones, that
 // can be evaluated by a store.

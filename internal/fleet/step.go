@@ -21,6 +21,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/store"
 )
 
@@ -56,13 +57,12 @@ type Heard struct {
 	Seq    uint64
 }
 
-// Trip is a trip this process decided: the breaker's generation it opens
-// and the closed epoch the store counted it in; Alone: it opens in this
-// process alone, the fleet's failures short of the quorum.
-type Trip struct {
+// OwnTrip is a trip this process decided and has not told the store of
+// yet: the breaker's generation it opens and the closed epoch the store
+// counted it in.
+type OwnTrip struct {
 	Gen   uint64
 	Epoch uint64
-	Alone bool
 }
 
 // State is what a process knows and has decided of one shared breaker.
@@ -89,19 +89,21 @@ type State struct {
 	Acquiring, Held, Failing Lease
 	// Tripped is the trip this process decided and has not told the
 	// store of yet.
-	Tripped Trip
+	Tripped OwnTrip
 	// Deciding is the probing generation whose verdict a caller is
 	// applying in the store; what is heard meanwhile waits in Deferred
 	// (the newest epoch's), to be followed once the verdict is applied.
 	Deciding uint64
 	Deferred *Heard
-	// Down says the store could not be reached and Fallback is in effect,
-	// since the hub had started DownAt status reads: only a later one's
-	// answer says the store is back.
-	Down   bool
-	DownAt uint64
-	// Forcing says the breaker was forced open while the store was
-	// unreachable and the fleet's forcing is on its way: nothing the store
+	// Link is the breaker's link to the store: while it is down,
+	// Fallback is in effect.
+	Link Link
+	// ForcedHere says the breaker was forced open by hand while the store
+	// was unreachable: the fleet is forced once it answers. A forcing this
+	// process followed is the fleet's already, and is not forced again:
+	// the fleet may have been reset meanwhile.
+	ForcedHere bool
+	// Forcing says the fleet's forcing is on its way: nothing the store
 	// says before its answer is followed.
 	Forcing bool
 	// Dirty says a failure was reported since the last success reported
@@ -229,9 +231,10 @@ type Decided struct {
 // reset it, for the fleet.
 type Manual struct{ Force bool }
 
-// ManualReply is the store's answer to a manual action (ForceOpen or
-// Reset), or its error.
+// ManualReply is the store's answer to a manual action (ForceOpen, for
+// Force, or Reset), or its error.
 type ManualReply struct {
+	Force  bool
 	Status store.Status
 	Err    error
 }
@@ -260,22 +263,35 @@ func (Failed) isMsg()       {}
 func (Answered) isMsg()     {}
 func (Heard) isMsg()        {}
 
-// Report is what a caller tells the store of an outcome.
-type Report uint8
+// Actions are what a Step decided, each kind typed for where it runs:
+// Change by whoever stepped (a caller or the loop), under the state's
+// lock, on the generation it names; Call by the caller that stepped, whose
+// reply is its next message; Loop on the manager's loop (a caller hands
+// them over); Then once Change is applied. Nothing a step decides is
+// dropped by any of them.
+type Actions struct {
+	// Change is the one change of the machine the step decided, or nil:
+	// a Move, Hold, EndProbe, Renew or Trip.
+	Change Change
+	// Call is the store call the step's caller makes, or nil: a
+	// ReportCall, AcquireCall, ResolveCall or ManualCall.
+	Call Call
+	// Probe answers the caller of a ProbeWon or a ProbeReply.
+	Probe ProbeAnswer
+	// Loop are the effects the manager's loop carries out, in order.
+	Loop []Effect
+	// Then are statuses to follow once Change is applied, one Step each.
+	Then []Heard
+}
 
-const (
-	// ReportNone: nothing.
-	ReportNone Report = iota
-	// ReportFailure: RecordFailure.
-	ReportFailure
-	// ReportSuccess: RecordSuccess.
-	ReportSuccess
-)
+// Change is a change of the machine: one of Move, Hold, EndProbe, Renew
+// and Trip, each naming the generation it was decided on; it applies only
+// while the machine is in that generation.
+type Change interface{ isChange() }
 
 // Move is a change of the machine Step decided on the snapshot of
 // generation Gen: to State (Forced), with Until as the end of its timer
-// (zero: none) and Hold as what is left of it at the step's now. It
-// applies only if the machine is still in Gen.
+// (zero: none) and Hold as what is left of it at the step's now.
 type Move struct {
 	Gen    uint64
 	State  breaker.State
@@ -284,79 +300,126 @@ type Move struct {
 	Hold   time.Duration
 }
 
-// AcquireCall asks the store for a probe lease.
+// Hold ends the timer of the machine's generation Gen without a
+// transition: FailClosed holds the breaker open until the store answers.
+type Hold struct{ Gen uint64 }
+
+// EndProbe ends the probe of probing generation Gen with Outcome.
+type EndProbe struct {
+	Gen     uint64
+	Outcome classify.Outcome
+}
+
+// Renew gives the closed generation Gen a fresh counter: the store
+// counts again.
+type Renew struct{ Gen uint64 }
+
+// Trip opens the closed generation Gen because of a call with Outcome;
+// Alone: in this process alone, the fleet short of its quorum.
+type Trip struct {
+	Gen     uint64
+	Outcome classify.Outcome
+	Alone   bool
+}
+
+func (Move) isChange()     {}
+func (Hold) isChange()     {}
+func (EndProbe) isChange() {}
+func (Renew) isChange()    {}
+func (Trip) isChange()     {}
+
+// Call is a store call a caller makes: one of ReportCall, AcquireCall,
+// ResolveCall and ManualCall. Its reply is the caller's next message.
+type Call interface{ isCall() }
+
+// ReportCall tells the store of an outcome: RecordFailure (Failure) or
+// RecordSuccess. Its reply is a Recorded.
+type ReportCall struct{ Failure bool }
+
+// AcquireCall asks the store for a probe lease. Its reply is a
+// ProbeReply.
 type AcquireCall struct {
 	Token string
 	Epoch uint64
 	Lease time.Duration
 }
 
-// ResolveCall sends a probe's verdict to the store. OnLoop: the loop sends
-// it (a failed probe, with the next open period Reopen); otherwise the
-// caller does, and its answer comes back as a VerdictReply.
+// ResolveCall sends a probe's success or ignore to the store. Its reply
+// is a VerdictReply.
 type ResolveCall struct {
 	Lease   Lease
 	Outcome classify.Outcome
-	Reopen  time.Duration
-	OnLoop  bool
 }
 
+// ManualCall forces the breaker open (Force) or resets it, for the fleet.
+// Its reply is a ManualReply.
+type ManualCall struct{ Force bool }
+
+func (ReportCall) isCall()  {}
+func (AcquireCall) isCall() {}
+func (ResolveCall) isCall() {}
+func (ManualCall) isCall()  {}
+
+// ProbeAnswer is what becomes of the caller that won the local probe
+// (ProbeWon, ProbeReply): Hold is how long its probing state lasts, for
+// its timer; Decline: decline it (another process probes, or the fleet
+// moved on); GiveBack: end its probe as ignored (it gave up).
+type ProbeAnswer struct {
+	Hold     time.Duration
+	Decline  bool
+	GiveBack bool
+}
+
+// Effect is what only the manager's loop does: one of OpenCall,
+// ReopenCall, ForceCall, AskLease, Extend, Lost and Restored.
+type Effect interface{ isEffect() }
+
 // OpenCall opens the breaker in the store from closed epoch Epoch, until
-// Until on the process's clock.
+// Until on the process's clock. Its reply is a Decided.
 type OpenCall struct {
 	Epoch uint64
 	Until time.Time
 }
 
-// Actions are what a Step asks its owner to do. At most one change of the
-// machine (Move, Clear, End, Trip or Renew) is asked for in one step.
-type Actions struct {
-	// Move changes the machine's state; Clear ends the timer of the
-	// machine's generation Clear without a transition (FailClosed holds
-	// the breaker open until the store answers); Extend, for the loop
-	// only, moves the end of the open period of generation ExtendGen to
-	// Extend.
-	Move      *Move
-	Clear     uint64
-	Extend    time.Time
-	ExtendGen uint64
-	// Trip: the outcome trips the closed generation (Recorded, Outcome).
-	Trip bool
-	// Report: what to tell the store of an Outcome.
-	Report Report
-	// Acquire: ask the store for the lease of a probe (ProbeWon).
-	Acquire *AcquireCall
-	// Hold is how long the probing state a caller entered lasts, for its
-	// timer (ProbeWon, ProbeReply); Decline: decline that caller (another
-	// process probes, or the fleet moved on); GiveBack: end its probe as
-	// ignored (it gave up).
-	Hold     time.Duration
-	Decline  bool
-	GiveBack bool
-	// End ends the probe of the message's generation with this outcome
-	// in the machine (ProbeEnded, VerdictReply); zero: not now.
-	End classify.Outcome
-	// Resolve sends a probe's verdict to the store.
-	Resolve *ResolveCall
-	// Open opens the breaker in the store.
-	Open *OpenCall
-	// ForceForFleet forces the breaker open in the store, for a forcing
-	// made while it was unreachable; Force and Reset are a manual action's
-	// store call, made by its caller.
-	ForceForFleet bool
-	Force, Reset  bool
-	// AskLease: ask Recover how long the next probe may run, and send the
-	// answer as LeaseDecided.
-	AskLease bool
-	// Lost and Restored: publish the store link's change; Renew: give the
-	// closed machine a fresh counter (the store counts again).
-	Lost, Restored, Renew bool
-	// FellBack is the error that made the breaker fall back, for the log.
-	FellBack error
-	// Then are statuses to follow once this step's change of the machine
-	// is applied, one Step each.
-	Then []Heard
+// ReopenCall sends a failed probe's verdict, with the next open period
+// Reopen, for the lease it held. Its reply is a Decided.
+type ReopenCall struct {
+	Lease  Lease
+	Reopen time.Duration
 }
+
+// ForceCall forces the breaker open in the store, for a forcing made
+// while it was unreachable. Its reply is a Decided.
+type ForceCall struct{}
+
+// AskLease asks Recover how long the next probe may run; the answer is a
+// LeaseDecided.
+type AskLease struct{}
+
+// Extend moves the end of the open period of generation Gen to Until.
+type Extend struct {
+	Gen   uint64
+	Until time.Time
+}
+
+// Lost says the breaker fell back, after Err: publish the store link's
+// change.
+type Lost struct{ Err error }
+
+// Restored says the store answers again: publish the store link's
+// change.
+type Restored struct{}
+
+func (OpenCall) isEffect()   {}
+func (ReopenCall) isEffect() {}
+func (ForceCall) isEffect()  {}
+func (AskLease) isEffect()   {}
+func (Extend) isEffect()     {}
+func (Lost) isEffect()       {}
+func (Restored) isEffect()   {}
+
+// loop adds effect e for the loop.
+func (a *Actions) loop(e Effect) { a.Loop = append(a.Loop, e) }
 
 // Step is every decision of a shared breaker: given what the process
 // knows (s), what its machine shows (v), the time and what happened (m),
@@ -385,11 +448,17 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case Decided:
 		s.decided(v, now, m, &a)
 	case Manual:
-		if !s.Down {
-			a.Force, a.Reset = m.Force, !m.Force
+		if s.Link.Down {
+			s.ForcedHere = m.Force
+			break
 		}
+		s.ForcedHere = false
+		a.Call = ManualCall{Force: m.Force}
 	case ManualReply:
 		if m.Err != nil {
+			// The action is this process's alone until the store
+			// answers: a forcing then forces the fleet.
+			s.ForcedHere = m.Force
 			s.fallBack(v, m.Err, &a)
 			break
 		}
@@ -405,33 +474,86 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	return s, a
 }
 
+// Quiet reports whether an outcome in the closed state needs no step:
+// Step would decide nothing for it. o is the outcome, localTrip whether
+// it trips the process's own count, and calls the window's calls the
+// store and this process know of (the store's last count and the
+// successes not reported yet; zero for a consecutive policy). It reads
+// only what the owner of the state publishes for lock-free readers
+// (Hints), so that a healthy success of a healthy breaker takes no lock.
+func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
+	switch {
+	case o == classify.Ignore:
+		return !(h.Down && localTrip)
+	case h.Down:
+		return !localTrip
+	case o == classify.Failure:
+		return false
+	case h.Window:
+		// A window with no failure in it cannot trip: a success is
+		// stepped only when it may bring the window to its threshold,
+		// by this process's count or the fleet's.
+		return !localTrip && !(h.Failures > 0 && h.Policy.Reached(store.Verdict{Calls: calls, Failures: h.Failures}))
+	}
+	return !h.Dirty
+}
+
+// Hints are what Quiet reads of a State, published by its owner after
+// each step for lock-free readers.
+type Hints struct {
+	Down, Dirty bool
+	Window      bool
+	// Calls and Failures are the window's counts as the store last gave
+	// them; Processes how many processes reported its failures.
+	Calls, Failures, Processes int64
+	Policy                     store.Policy
+}
+
+// Hints returns what Quiet needs of s, and Stats shows.
+func (s State) Hints() Hints {
+	return Hints{Down: s.Link.Down, Dirty: s.Dirty, Window: s.Policy.Rate > 0,
+		Calls: s.Calls, Failures: s.Failures, Processes: s.Processes, Policy: s.Policy}
+}
+
 // outcome decides what a caller reports of an outcome in the closed state.
 func (s *State) outcome(m Outcome, a *Actions) {
 	switch {
-	case s.Down:
+	case s.Link.Down:
 		// Only the local fallback counts, and trips.
-		a.Trip = s.Fallback == store.FallbackLocal && m.LocalTrip
+		s.localTrip(m.Gen, m.Outcome, m.LocalTrip, a)
 	case m.Outcome == classify.Failure:
-		a.Report = ReportFailure
+		a.Call = ReportCall{Failure: true}
 	case m.Outcome != classify.Success:
 	case s.Policy.Rate > 0:
-		a.Report = ReportSuccess
+		a.Call = ReportCall{}
 	case s.Dirty:
 		// The first success after this process's failures ends the
 		// shared run; later ones have nothing to end.
 		s.Dirty = false
-		a.Report = ReportSuccess
+		a.Call = ReportCall{}
+	}
+}
+
+// localTrip trips the closed generation gen on the process's own count
+// while the store is unreachable, if the fallback is the local machine.
+func (s *State) localTrip(gen uint64, o classify.Outcome, trips bool, a *Actions) {
+	if s.Fallback == store.FallbackLocal && trips && a.Change == nil {
+		a.Change = Trip{Gen: gen, Outcome: o}
 	}
 }
 
 // recorded takes the store's verdict on a reported outcome.
 func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
+	o := classify.Success
+	if m.Failure {
+		o = classify.Failure
+	}
 	if m.Err != nil {
 		if !m.Failure && s.Policy.Rate <= 0 {
 			s.Dirty = true // the run was not ended: end it with the next success
 		}
 		s.fallBack(v, m.Err, a)
-		a.Trip = s.Fallback == store.FallbackLocal && m.LocalTrip
+		s.localTrip(m.Gen, o, m.LocalTrip, a)
 		return
 	}
 	if m.Failure {
@@ -443,10 +565,10 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		s.Processes = 0
 		return // a consecutive success's reply says nothing more
 	}
-	if s.Down {
+	if s.Link.Down {
 		// The store answered this one, and has failed another since:
 		// the fallback decides, as for an outcome while it is away.
-		a.Trip = s.Fallback == store.FallbackLocal && m.LocalTrip
+		s.localTrip(m.Gen, o, m.LocalTrip, a)
 		return
 	}
 	if s.Policy.Quorum > 1 {
@@ -459,24 +581,18 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	case s.Policy.Trips(m.Verdict):
 		// The trip belongs to the closed epoch the store counted in.
 		s.raise(v, m.Verdict.Epoch)
-		s.Tripped = Trip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch}
-		a.Trip = true
+		s.Tripped = OwnTrip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch}
+		a.Change = Trip{Gen: m.Gen, Outcome: o}
 	case s.Policy.Quorum > 1 && m.LocalTrip:
 		// This process's own outcomes reach the threshold, the fleet's
 		// are short of the quorum: it protects itself, alone, and
 		// publishes nothing.
-		s.Tripped = Trip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch, Alone: true}
-		a.Trip = true
+		a.Change = Trip{Gen: m.Gen, Outcome: o, Alone: true}
 	}
 }
 
-// TripCause is the cause the trip of the closed generation gen reports.
-func (s State) TripCause(gen uint64) breaker.Cause {
-	if s.Tripped.Gen == gen+1 && s.Tripped.Alone {
-		return breaker.CauseAlone
-	}
-	return breaker.CauseTrip
-}
+// failsClosed reports whether the breaker is on a FailClosed fallback.
+func (s *State) failsClosed() bool { return s.Link.Down && s.Fallback == store.FailClosed }
 
 // lease is how long the next probe's lease is.
 func (s *State) lease() time.Duration {
@@ -489,12 +605,18 @@ func (s *State) lease() time.Duration {
 // probeWon decides what a caller that won the local probe does: take the
 // store's lease, or, while the store is unreachable, probe on its own.
 func (s *State) probeWon(m ProbeWon, a *Actions) {
-	if s.Down || s.Alone {
-		a.Hold = max(s.Lease, minHold)
+	if s.failsClosed() {
+		// Nothing but the store's answer lets a call through.
+		a.Probe.Decline = true
+		a.Change = Move{Gen: m.Gen, State: breaker.Open}
+		return
+	}
+	if s.Link.Down || s.Alone {
+		a.Probe.Hold = max(s.Lease, minHold)
 		return
 	}
 	s.Acquiring = Lease{Gen: m.Gen, Token: m.Token, Epoch: s.Epoch, For: s.lease()}
-	a.Acquire = &AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: s.Acquiring.For}
+	a.Call = AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: s.Acquiring.For}
 }
 
 // probeReply takes the store's answer to a lease.
@@ -509,19 +631,20 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 	case m.Canceled:
 		// The caller gave up: give the probe slot back. A lease the
 		// store granted meanwhile lapses at its time.
-		a.Hold, a.GiveBack = l.For, true
+		a.Probe = ProbeAnswer{Hold: l.For, GiveBack: true}
 	case m.Err != nil:
-		// The local probe goes ahead, for the lease it asked for.
+		// The local probe goes ahead, for the lease it asked for,
+		// unless the breaker fails closed.
 		s.fallBack(v, m.Err, a)
-		a.Hold = l.For
+		a.Probe = ProbeAnswer{Hold: l.For, Decline: s.failsClosed()}
 	case m.Won:
 		s.Held = l
-		a.Hold = l.For
+		a.Probe.Hold = l.For
 	default:
 		// Another process probes, the store's open period is not over,
 		// or the fleet moved to another epoch: decline, and follow what
 		// the store says.
-		a.Hold, a.Decline = max(m.Status.Probe, minHold), true
+		a.Probe = ProbeAnswer{Hold: max(m.Status.Probe, minHold), Decline: true}
 		s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
 	}
 }
@@ -531,38 +654,38 @@ func (s *State) probeEnded(v View, m ProbeEnded, a *Actions) {
 	l := s.Held
 	if l.Gen != m.Gen {
 		// No lease of this probe's: the store was unreachable.
-		a.End = m.Outcome
+		a.Change = EndProbe{Gen: m.Gen, Outcome: m.Outcome}
 		return
 	}
 	s.Held = Lease{}
 	current := v.Gen == m.Gen && v.State == breaker.Probing && !v.Halted
 	switch {
-	case s.Down:
-		a.End = m.Outcome
+	case s.Link.Down:
+		a.Change = EndProbe{Gen: m.Gen, Outcome: m.Outcome}
 	case !current:
 		// The probe's generation ended here (its time ran out) while the
 		// lease may still stand: give the lease back with what the
 		// probe learnt, a failure as an ignore (the open period it
 		// would set was never decided), and follow the store. The
-		// release is stale here (End, once the store answered).
+		// release is stale here (EndProbe, once the store answered).
 		o := m.Outcome
 		if o == classify.Failure {
 			o = classify.Ignore
 		}
 		s.Deciding = m.Gen
-		a.Resolve = &ResolveCall{Lease: l, Outcome: o}
+		a.Call = ResolveCall{Lease: l, Outcome: o}
 	case m.Outcome == classify.Failure:
 		// The breaker opens here at once; the loop resolves the lease
 		// with the period Recover decides, which the lease protects
 		// until then.
 		s.Failing = l
-		a.End = classify.Failure
+		a.Change = EndProbe{Gen: m.Gen, Outcome: classify.Failure}
 	default:
 		// A success or an ignore is applied in the store first, so that
 		// no call this process admits afterwards counts against the run
 		// it clears, nor finds the lease still held.
 		s.Deciding = m.Gen
-		a.Resolve = &ResolveCall{Lease: l, Outcome: m.Outcome}
+		a.Call = ResolveCall{Lease: l, Outcome: m.Outcome}
 	}
 }
 
@@ -572,15 +695,19 @@ func (s *State) verdictReply(v View, m VerdictReply, a *Actions) {
 	s.Deciding = 0
 	switch {
 	case m.Err != nil:
+		// The fallback's change of the machine, if it has one, ends
+		// the probe; otherwise the probe ends here as it went.
 		s.fallBack(v, m.Err, a)
-		a.End = m.Outcome
+		if a.Change == nil {
+			a.Change = EndProbe{Gen: m.Gen, Outcome: m.Outcome}
+		}
 	case m.Applied:
 		s.raise(v, m.Status.Epoch)
-		a.End = m.Outcome
+		a.Change = EndProbe{Gen: m.Gen, Outcome: m.Outcome}
 	default:
 		// Stale in the store (its lease or its epoch is over): applied
 		// here as an ignore, and the breaker follows the store.
-		a.End = classify.Ignore
+		a.Change = EndProbe{Gen: m.Gen, Outcome: classify.Ignore}
 		a.Then = append(a.Then, Heard{Status: m.Status, At: m.At})
 	}
 	if d := s.Deferred; d != nil {
@@ -595,11 +722,11 @@ func (s *State) applied(m Applied, a *Actions) {
 	// turns half-open without having opened here (it joined, or heard
 	// of, an opening whose period is over).
 	if m.To == breaker.Open && m.Cause != breaker.CauseForceOpen || m.To == breaker.HalfOpen && s.Lease == 0 {
-		a.AskLease = true
+		a.loop(AskLease{})
 	}
 	trip := s.Tripped
 	if trip.Gen == m.Gen {
-		s.Tripped = Trip{}
+		s.Tripped = OwnTrip{}
 	}
 	switch {
 	case m.Cause == breaker.CauseAlone:
@@ -607,16 +734,19 @@ func (s *State) applied(m Applied, a *Actions) {
 	case m.To == breaker.Closed:
 		s.Alone = false
 	}
-	if s.Down {
-		// A trip decided before the store went away and applied after
-		// it: the fallback has the last word.
-		if m.Transition == (breaker.Transition{From: breaker.Closed, To: breaker.Open}) && m.Cause != breaker.CauseForceOpen {
-			switch s.Fallback {
-			case store.FailOpen:
-				a.Move = &Move{Gen: m.Gen, State: breaker.Closed}
-			case store.FailClosed:
-				a.Clear = m.Gen
-			}
+	if s.Link.Down {
+		// A step decided before the store went away and applied after
+		// it: the fallback has the last word. Failing closed, the
+		// breaker stays open with no timer, whatever step ran: no local
+		// cycle of periods and probes lets a call through.
+		forced := m.Cause == breaker.CauseForceOpen
+		switch {
+		case s.Fallback == store.FailOpen && m.Transition == (breaker.Transition{From: breaker.Closed, To: breaker.Open}) && !forced:
+			a.Change = Move{Gen: m.Gen, State: breaker.Closed}
+		case s.Fallback == store.FailClosed && m.To == breaker.Open && !forced:
+			a.Change = Hold{Gen: m.Gen}
+		case s.Fallback == store.FailClosed && (m.To == breaker.HalfOpen || m.To == breaker.Probing):
+			a.Change = Move{Gen: m.Gen, State: breaker.Open}
 		}
 		return
 	}
@@ -629,13 +759,13 @@ func (s *State) applied(m Applied, a *Actions) {
 		if trip.Gen == m.Gen {
 			epoch = trip.Epoch
 		}
-		a.Open = &OpenCall{Epoch: epoch, Until: after(m.At, m.Period)}
+		a.loop(OpenCall{Epoch: epoch, Until: after(m.At, m.Period)})
 	case breaker.Transition{From: breaker.Probing, To: breaker.Open}:
 		// A failed probe: the lease keeps the fleet from probing until
 		// the new period is in the store.
 		if l := s.Failing; l.Held() && l.Gen+1 == m.Gen {
 			s.Failing = Lease{}
-			a.Resolve = &ResolveCall{Lease: l, Outcome: classify.Failure, Reopen: m.Period, OnLoop: true}
+			a.loop(ReopenCall{Lease: l, Reopen: m.Period})
 		}
 	}
 }
@@ -646,7 +776,7 @@ func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
 	switch {
 	case m.Err != nil:
 		s.fallBack(v, m.Err, a)
-	case s.Down:
+	case s.Link.Down:
 	case m.Won:
 		// This process's decision stands: its state is the fleet's, in
 		// the new epoch.
@@ -660,27 +790,27 @@ func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
 
 // fallBack puts the breaker on its fallback after err.
 func (s *State) fallBack(v View, err error, a *Actions) {
-	if s.Down {
+	var lost bool
+	if s.Link, lost = s.Link.Fail(err, v.Asked); !lost {
 		return
 	}
-	s.Down, s.DownAt = true, v.Asked
-	a.Lost, a.FellBack = true, err
+	a.loop(Lost{Err: err})
 	if v.Forced || v.Halted {
 		return
 	}
 	switch s.Fallback {
 	case store.FailOpen:
 		if v.State != breaker.Closed {
-			a.Move = &Move{Gen: v.Gen, State: breaker.Closed}
+			a.Change = Move{Gen: v.Gen, State: breaker.Closed}
 		}
 	case store.FailClosed:
 		// Open with no timer, whatever timer ran: nothing but the
 		// store's answer (or a Reset) lets a call through.
 		switch {
 		case v.State != breaker.Open:
-			a.Move = &Move{Gen: v.Gen, State: breaker.Open}
+			a.Change = Move{Gen: v.Gen, State: breaker.Open}
 		case !v.Until.IsZero():
-			a.Clear = v.Gen
+			a.Change = Hold{Gen: v.Gen}
 		}
 	}
 }
@@ -688,26 +818,29 @@ func (s *State) fallBack(v View, err error, a *Actions) {
 // answered ends the fallback once a status read started after it answers,
 // and tells the fleet what this process decided meanwhile.
 func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
-	if !s.Down || m.Seq <= s.DownAt {
+	var back bool
+	if s.Link, back = s.Link.Answer(m.Seq); !back {
 		return
 	}
-	s.Down = false
-	a.Restored = true
+	a.loop(Restored{})
 	switch {
 	case s.Fallback == store.FailClosed && v.State == breaker.Open && v.Until.IsZero() && !v.Forced:
-		a.Move = &Move{Gen: v.Gen, State: breaker.Closed}
+		a.Change = Move{Gen: v.Gen, State: breaker.Closed}
+	case v.Forced && s.ForcedHere:
+		// Forced open by hand during the outage: force the fleet.
+		s.Forcing, s.ForcedHere = true, false
+		a.loop(ForceCall{})
 	case v.Forced:
-		// Forced open during the outage: force the fleet.
-		s.Forcing = true
-		a.ForceForFleet = true
+		// Forced by following the fleet: the store says whether it
+		// still is (a Reset made meanwhile lifts it here too).
 	case v.State == breaker.Open && v.Until.After(now):
 		// Opened locally during the outage: tell the fleet.
-		a.Open = &OpenCall{Epoch: s.Epoch, Until: v.Until}
+		a.loop(OpenCall{Epoch: s.Epoch, Until: v.Until})
 	}
-	if a.Move == nil {
+	if a.Change == nil && v.State == breaker.Closed {
 		// The counter counted the outage's calls; the store counts
 		// again.
-		a.Renew = v.State == breaker.Closed
+		a.Change = Renew{Gen: v.Gen}
 	}
 }
 
@@ -716,7 +849,7 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 // applying its probe's verdict (the status waits for it).
 func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	switch {
-	case s.Down || s.Forcing || v.Halted:
+	case s.Link.Down || s.Forcing || v.Halted:
 		return
 	case s.Deciding != 0:
 		if d := s.Deferred; d == nil || h.Status.Epoch >= d.Status.Epoch {
@@ -752,15 +885,21 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	}
 	if next.State == v.State && next.Forced == v.Forced {
 		if !next.Until.IsZero() && !next.Until.Equal(v.Until) {
-			a.Extend, a.ExtendGen = next.Until, v.Gen
+			a.loop(Extend{Gen: v.Gen, Until: next.Until})
 		}
+		return
+	}
+	if a.Change != nil {
+		// A change decided earlier in this step (a verdict's end of
+		// the probe) goes first; the status is followed after it.
+		a.Then = append(a.Then, h)
 		return
 	}
 	var hold time.Duration
 	if !next.Until.IsZero() {
 		hold = next.Until.Sub(now)
 	}
-	a.Move = &Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold}
+	a.Change = Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold}
 }
 
 // raise moves the epoch up to e, noting how many status reads had
@@ -785,3 +924,32 @@ func after(t time.Time, d time.Duration) time.Time {
 // unixToInternal is the number of seconds from the zero time.Time to the
 // Unix epoch.
 const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
+
+// Apply applies change c, which a step decided on snapshot s, to the
+// breaker's machine m at now; callErr is the error of the call a Trip or
+// an EndProbe applies. It returns the machine's step, if it made one;
+// moved reports that the machine had moved on from s before a Move or a
+// Hold applied, so that the step is to be decided again. stale reports an
+// EndProbe of a probe that was no longer current.
+func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now time.Time) (step machine.Step, made, moved, stale bool) {
+	switch c := c.(type) {
+	case Move:
+		step, ok := m.Mirror(c.Gen, c.State, c.Until, c.Forced, now)
+		return step, ok, !ok && m.Snapshot().Gen != s.Gen, false
+	case Hold:
+		return machine.Step{}, false, !m.Hold(c.Gen) && m.Snapshot().Gen != s.Gen, false
+	case EndProbe:
+		step, r := m.EndProbe(machine.Ticket{Gen: c.Gen, Probe: true}, c.Outcome, callErr, now)
+		return step, r != machine.Stale, false, r == machine.Stale
+	case Renew:
+		m.Renew(c.Gen)
+	case Trip:
+		cause := breaker.CauseTrip
+		if c.Alone {
+			cause = breaker.CauseAlone
+		}
+		step, ok := m.TripBy(c.Gen, c.Outcome, callErr, cause, now)
+		return step, ok, false, false
+	}
+	return machine.Step{}, false, false, false
+}

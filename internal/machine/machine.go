@@ -141,7 +141,6 @@ type Machine struct {
 	strat atomic.Pointer[strategy]
 	name  string
 	clock atomic.Bool // a counter that may still be current uses the clock
-	wrap  func(breaker.Counter) breaker.Counter
 }
 
 // strategy is the breaker's strategy and the first counter it made, kept in
@@ -160,20 +159,7 @@ func (m *Machine) firstCounter(s breaker.Strategy) (breaker.Counter, error) {
 	if c == nil {
 		return nil, &breaker.ConfigError{Field: fmt.Sprintf("%T", s), Problem: "NewCounter returned a nil Counter"}
 	}
-	return m.wrapped(c), nil
-}
-
-// Wrap makes the machine wrap every counter its strategy makes with f: a
-// driver whose breaker is decided elsewhere (shared with other processes)
-// records outcomes there as its counters count them. It must be called
-// before Init, and only once; f must not return nil.
-func (m *Machine) Wrap(f func(breaker.Counter) breaker.Counter) { m.wrap = f }
-
-func (m *Machine) wrapped(c breaker.Counter) breaker.Counter {
-	if m.wrap == nil {
-		return c
-	}
-	return m.wrap(c)
+	return c, nil
 }
 
 // NewMachine returns a closed breaker named name, tripped by strategy s,
@@ -228,7 +214,7 @@ func (m *Machine) newCounter() (c breaker.Counter) {
 		}
 	}()
 	if c, err := st.s.NewCounter(); err == nil && c != nil {
-		return m.wrapped(c)
+		return c
 	}
 	return st.first
 }
@@ -544,14 +530,18 @@ func (m *Machine) Reset(now time.Time, cause breaker.Cause) (Step, bool) {
 	}
 }
 
-// Renew gives a closed breaker a fresh counter, in the same generation, as
-// if its closed period started again; it does nothing in other states.
+// Renew gives the closed generation gen a fresh counter, in the same
+// generation, as if its closed period started again. It reports false,
+// and does nothing, if the breaker is no longer that closed generation.
 // Calls admitted before still count, in the new counter or the old.
-func (m *Machine) Renew() {
+func (m *Machine) Renew(gen uint64) bool {
 	for {
 		s := m.cur.Load()
-		if !s.Admits() || m.renew(s) {
-			return
+		if s.Gen != gen || !s.Admits() {
+			return false
+		}
+		if m.renew(s) {
+			return true
 		}
 	}
 }

@@ -94,33 +94,25 @@ func TestHold(t *testing.T) {
 	assert.False(t, m.Hold(m.Snapshot().Gen), "a closed breaker has no timer to hold")
 }
 
-// counting is a counter wrapper that counts the outcomes it sees.
-type counting struct {
-	breaker.Counter
-	seen *int
-}
-
-func (c counting) Record(o classify.Outcome, now time.Time) bool {
-	*c.seen++
-	return c.Counter.Record(o, now)
-}
-
-// Wrap wraps every counter the machine makes: the first, and each new
-// closed period's.
-func TestWrap(t *testing.T) {
-	var made, seen int
-	m := new(machine.Machine)
-	m.Wrap(func(c breaker.Counter) breaker.Counter { made++; return counting{c, &seen} })
-	require.NoError(t, m.Init("svc", breaker.Consecutive{Failures: 1}, t0))
-	assert.Equal(t, 1, made, "the first counter")
+// Renew gives the closed generation it names a fresh counter, and does
+// nothing once the breaker has moved on from it.
+func TestRenew(t *testing.T) {
+	m, err := machine.NewMachine("svc", breaker.Consecutive{Failures: 2}, t0)
+	require.NoError(t, err)
 	tk, _, oerr := m.Acquire(t0)
 	require.Nil(t, oerr)
 	trip, _ := m.Record(tk, classify.Failure, t0)
+	require.False(t, trip, "one failure of two")
+	require.True(t, m.Renew(tk.Gen), "Renew of the current closed generation")
+	assert.Equal(t, tk.Gen, m.Snapshot().Gen, "the same generation")
+	trip, r := m.Record(tk, classify.Failure, t0)
+	assert.Equal(t, machine.Counted, r, "a ticket of the generation still counts")
+	assert.False(t, trip, "in a fresh counter: the failure before the renewal is gone")
+	assert.False(t, m.Renew(tk.Gen+1), "Renew of a generation the breaker is not in")
+	trip, _ = m.Record(tk, classify.Failure, t0)
 	require.True(t, trip)
-	assert.Equal(t, 1, seen, "the wrapper saw the outcome")
 	_, ok := m.Trip(tk.Gen, classify.Failure, nil, t0)
 	require.True(t, ok)
-	_, ok = m.Reset(t0, breaker.CauseReset)
-	require.True(t, ok)
-	assert.Equal(t, 2, made, "the closed period after the reset counts in a wrapped counter too")
+	assert.False(t, m.Renew(tk.Gen), "Renew of a closed generation that has opened")
+	assert.False(t, m.Renew(m.Snapshot().Gen), "Renew of an open generation")
 }

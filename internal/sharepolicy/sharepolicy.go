@@ -41,18 +41,3 @@ func Of(s breaker.Strategy) (store.Policy, error) {
 	}
 	return store.Policy{}, fmt.Errorf("%w: %T implements neither a built-in policy nor store.Shareable", store.ErrNotShareable, s)
 }
-
-// Bucket returns the index of the bucket of window policy p that holds
-// instant t: the numbering every store uses (see store.Policy.Rate).
-// p.Buckets must be positive, as Of makes it; Bucket is on the path of a
-// shared TimeWindow's calls, and simple enough to be inlined there.
-func Bucket(p *store.Policy, t time.Time) int64 {
-	return rule.Bucket(t, p.Period/time.Duration(p.Buckets))
-}
-
-// Reached reports whether a verdict's counts reach p's threshold, whatever
-// the processes they come from: p.Trips without the quorum.
-func Reached(p store.Policy, v store.Verdict) bool {
-	p.Quorum = 0
-	return p.Trips(v)
-}
