@@ -112,15 +112,15 @@ type hub struct {
 	// Owned by the loop.
 	list      []*shared // its breakers, in the order they registered
 	byName    map[string]*shared
-	windows   int       // how many of list have a window policy
-	sweep     int       // where in list the sweep goes on
+	windows   int        // how many of list have a window policy
+	sweep     int        // where in list the sweep goes on
 	link      fleet.Link // the store's link, as its watch and its reads say
-	resyncing bool      // a resync's read is in flight
-	reads     []*shared // breakers whose status is to be read, in order; each has queued set
-	reading   bool      // a read of the queue is in flight
-	chunk     int       // how many breakers the next read of the queue takes (nextChunk)
-	readFails int       // reads of the queue failed in a row
-	readAt    time.Time // the next read of the queue waits until then (readPause)
+	resyncing bool       // a resync's read is in flight
+	reads     []*shared  // breakers whose status is to be read, in order; each has queued set
+	reading   bool       // a read of the queue is in flight
+	chunk     int        // how many breakers the next read of the queue takes (nextChunk)
+	readFails int        // reads of the queue failed in a row
+	readAt    time.Time  // the next read of the queue waits until then (readPause)
 }
 
 // watchList is the list of breakers a store.NamesWatcher watches, and a
