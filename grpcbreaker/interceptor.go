@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/keyed"
 	"github.com/fusebox-go/fusebox/manager"
@@ -64,7 +63,7 @@ const (
 
 // DefaultMaxRetryDelay is the cap on a server's retry hint when
 // Options.MaxRetryDelay is zero.
-const DefaultMaxRetryDelay = 10 * time.Minute
+const DefaultMaxRetryDelay = keyed.DefaultMaxRetry
 
 // DefaultConfig is the configuration of a breaker registered by an
 // Interceptor whose Options.Config is nil: the fifth failure in a row trips
@@ -72,16 +71,7 @@ const DefaultMaxRetryDelay = 10 * time.Minute
 // probe up to 2 minutes, each open period shortened by up to 20% at random
 // so that many clients do not probe at the same instant, and a probe may
 // run 5 seconds.
-func DefaultConfig(key string) manager.Config {
-	return manager.Config{
-		Strategy: breaker.Consecutive{Failures: 5},
-		Recover: fbrecover.Exponential{
-			Initial: 5 * time.Second,
-			Max:     2 * time.Minute,
-			Jitter:  0.2,
-		},
-	}
-}
+func DefaultConfig(key string) manager.Config { return keyed.DefaultConfig() }
 
 // TargetKey is the default key of a call: the target of its connection, as
 // given to grpc.NewClient (such as "dns:///api.example.com:443" or

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/keyed"
 	"github.com/fusebox-go/fusebox/manager"
@@ -57,23 +56,14 @@ type Options struct {
 
 // DefaultMaxRetryAfter is the cap on a Retry-After hint when
 // Options.MaxRetryAfter is zero.
-const DefaultMaxRetryAfter = 10 * time.Minute
+const DefaultMaxRetryAfter = keyed.DefaultMaxRetry
 
 // DefaultConfig is the configuration of a breaker registered by a Transport
 // whose Options.Config is nil: the fifth failure in a row trips it, it stays
 // open 5 seconds after a trip, twice as long after each failed probe up to 2
 // minutes, each open period shortened by up to 20% at random so that many
 // clients do not probe at the same instant, and a probe may run 5 seconds.
-func DefaultConfig(key string) manager.Config {
-	return manager.Config{
-		Strategy: breaker.Consecutive{Failures: 5},
-		Recover: recover.Exponential{
-			Initial: 5 * time.Second,
-			Max:     2 * time.Minute,
-			Jitter:  0.2,
-		},
-	}
-}
+func DefaultConfig(key string) manager.Config { return keyed.DefaultConfig() }
 
 // Transport is an http.RoundTripper that sends each request through the
 // circuit breaker of its upstream, registered with a manager.Manager on

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/internal/fleet"
+	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/store"
 )
 
@@ -231,7 +232,7 @@ func (m *Manager) attach(sh *shared) {
 		h.changes.wake = make(chan struct{}, 1)
 		h.publishNames(nil)
 		if len(m.stores.hubs) == 0 {
-			m.stores.resyncAt = after(m.clk.Now(), m.stores.resync)
+			m.stores.resyncAt = machine.After(m.clk.Now(), m.stores.resync)
 		}
 		m.stores.hubs[st] = h
 		m.stores.wg.Add(2)
@@ -374,7 +375,7 @@ func (m *Manager) resyncDue() {
 	if now.Before(m.stores.resyncAt) {
 		return
 	}
-	m.stores.resyncAt = after(now, m.stores.resync)
+	m.stores.resyncAt = machine.After(now, m.stores.resync)
 	for _, h := range m.stores.hubs {
 		if h.resyncing || len(h.list) == 0 {
 			continue

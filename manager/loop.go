@@ -237,7 +237,7 @@ func (m *Manager) askRecover(b *Breaker, c recover.Context) (time.Duration, bool
 // schedule arms the timer of step s, d after it happened, and returns when
 // it ends.
 func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) time.Time {
-	at := after(s.At, d)
+	at := machine.After(s.At, d)
 	m.timers.push(deadline{at: at, b: b, gen: s.Gen})
 	b.mach.SetUntil(s.Gen, at)
 	return at

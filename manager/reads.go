@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/internal/fleet"
+	"github.com/fusebox-go/fusebox/internal/machine"
 )
 
 // This file is a hub's queue of status reads: the breakers that registered,
@@ -125,7 +126,7 @@ func (m *Manager) readAnswered(h *hub, msg statusMsg) bool {
 	// read of them answers, and wait in the queue for it. The store as a
 	// whole is unreachable only once its watch or its sweep says so.
 	h.readFails++
-	h.readAt = after(m.clk.Now(), readPause(h.readFails, rand.Float64()))
+	h.readAt = machine.After(m.clk.Now(), readPause(h.readFails, rand.Float64()))
 	if h.readFails == 1 {
 		m.logWarn("fusebox: a status read of shared breakers failed; they fall back until one answers",
 			"breakers", len(msg.list), "chunk", h.chunk, "error", msg.err)

@@ -364,7 +364,7 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	case !asks:
 		// The store is unreachable: the local probe goes ahead, for the
 		// lease Recover decided, unless the breaker fails closed.
-		step.Until = after(step.At, a.Probe.Hold)
+		step.Until = machine.After(step.At, a.Probe.Hold)
 		b.mgr.notify(b, step)
 		sh.handOver(a, notes)
 		if a.Probe.Decline {
@@ -387,7 +387,7 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease}
 	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
 	// The probing step first: the loop arms its timer for the lease.
-	step.Until = after(step.At, reply.Probe.Hold)
+	step.Until = machine.After(step.At, reply.Probe.Hold)
 	b.mgr.notify(b, step)
 	sh.handOver(reply, notes)
 	switch {

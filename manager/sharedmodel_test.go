@@ -220,7 +220,7 @@ func (m *fleetModel) staled(i int, gen uint64, why string) {
 // model's. The mirror holds the lease while its probe is its current
 // state: not once the probe's time ran out, though it keeps the lease
 // until the probe's permit is released.
-func followView(v *mgrView, st store.Status, at, now time.Time, onLoop bool) {
+func followView(v *mgrView, st store.Status, at, now time.Time) {
 	s := fstep.State{Epoch: v.epoch}
 	if v.lease != 0 {
 		s.Held = fstep.Lease{Gen: v.lease, Epoch: v.epoch}
@@ -245,18 +245,18 @@ func followView(v *mgrView, st store.Status, at, now time.Time, onLoop bool) {
 
 // follow is followView on manager i's view (and its alternative), by why
 // ("resync", "deliver", "reply", or what made the change).
-func (m *fleetModel) follow(i int, st store.Status, at time.Time, onLoop bool, why string) {
+func (m *fleetModel) follow(i int, st store.Status, at time.Time, why string) {
 	v := &m.mgrs[i]
 	before := *v
 	var alt *mgrView
 	if v.alt != nil {
 		a := *v.alt
-		followView(&a, st, at, m.now, onLoop)
+		followView(&a, st, at, m.now)
 		alt = &a
 	}
 	got := before
 	got.alt = nil
-	followView(&got, st, at, m.now, onLoop)
+	followView(&got, st, at, m.now)
 	if before.lease != 0 && before.lease != before.gen && got.state != before.state {
 		// Its probe's time ran out, and it follows the fleet all the
 		// same, though it keeps the lease it had.
@@ -293,7 +293,7 @@ func (m *fleetModel) publish(c store.Change, why string) {
 			v.queue = append(v.queue, c)
 			continue
 		}
-		m.follow(i, fstep.StatusOf(c), m.now, true, why)
+		m.follow(i, fstep.StatusOf(c), m.now, why)
 	}
 }
 
@@ -359,7 +359,7 @@ func (m *fleetModel) acquire(i int) *fleetPermit {
 	if v.alt != nil {
 		v.alt.until, v.alt.late = v.until, v.late
 	}
-	m.follow(i, f.status(m.now), m.now, false, "reply")
+	m.follow(i, f.status(m.now), m.now, "reply")
 	return nil
 }
 
@@ -395,7 +395,7 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 		case f.opened():
 			// The fleet is open already: the reply says so.
 			m.edge("failure-while-fleet-open")
-			m.follow(p.mgr, f.status(m.now), m.now, false, "reply")
+			m.follow(p.mgr, f.status(m.now), m.now, "reply")
 		case f.run >= m.k:
 			m.raise(p.mgr, f.epoch)
 			m.trip(p.mgr)
@@ -462,7 +462,7 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 			// kept; the store refuses it (the lease ran out), and the
 			// manager follows the store's answer.
 			m.edge("late-verdict-refused")
-			m.follow(i, m.store.status(m.now), m.now, false, "reply")
+			m.follow(i, m.store.status(m.now), m.now, "reply")
 		}
 		return
 	}
@@ -487,9 +487,9 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 				before := m.mgrs[i]
 				before.alt = nil
 				m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
-				m.follow(i, st, m.now, true, "reply")
+				m.follow(i, st, m.now, "reply")
 				other := before
-				followView(&other, st, m.now, m.now, true)
+				followView(&other, st, m.now, m.now)
 				if other.state == breaker.Open && other.gen == before.gen {
 					moveView(&other, breaker.HalfOpen, time.Time{}, false)
 				}
@@ -498,7 +498,7 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 				}
 				return
 			}
-			m.follow(i, st, m.now, true, "reply")
+			m.follow(i, st, m.now, "reply")
 			return
 		}
 		if d == 0 {
@@ -514,7 +514,7 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 		// probe, and the breaker follows what the store says.
 		m.edge("verdict-fenced-in-store")
 		m.move(i, breaker.HalfOpen, time.Time{}, false, "verdict")
-		m.follow(i, f.status(m.now), m.now, false, "reply")
+		m.follow(i, f.status(m.now), m.now, "reply")
 	case o == classify.Success:
 		m.edge("probe-success")
 		f.epoch++
@@ -570,7 +570,7 @@ func (m *fleetModel) reset(i int) {
 func (m *fleetModel) join(open, probe time.Duration) {
 	m.edge("join-" + m.fleetName())
 	m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: m.now.Add(m.resync), open: open, probe: probe})
-	m.follow(len(m.mgrs)-1, m.store.status(m.now), m.now, true, "join")
+	m.follow(len(m.mgrs)-1, m.store.status(m.now), m.now, "join")
 	m.edge(fmt.Sprintf("managers-%d", len(m.mgrs)))
 }
 
@@ -589,7 +589,7 @@ func (m *fleetModel) deliver(i int) {
 		m.edge("changes-delivered-late")
 	}
 	for _, c := range q {
-		m.follow(i, fstep.StatusOf(c), m.now, true, "deliver")
+		m.follow(i, fstep.StatusOf(c), m.now, "deliver")
 	}
 }
 
@@ -679,7 +679,7 @@ func (m *fleetModel) advanceTo(t time.Time) {
 			continue
 		}
 		v.resyncAt = t.Add(m.resync)
-		m.follow(i, f.status(t), t, true, "resync")
+		m.follow(i, f.status(t), t, "resync")
 	}
 }
 

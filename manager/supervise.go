@@ -219,7 +219,7 @@ func (m *Manager) watchRun(r *callbackRun) bool {
 	limit := m.watchdogAfter
 	var wake <-chan struct{} // quit, once r is stuck: Stop then gives up on it at once
 	for {
-		if !m.sleepUntil(after(r.since, limit), wake) {
+		if !m.sleepUntil(machine.After(r.since, limit), wake) {
 			return false
 		}
 		if m.running.Load() != r {

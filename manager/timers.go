@@ -66,27 +66,6 @@ func (h timerHeap) down(i int) {
 	}
 }
 
-// after returns t+d, or the latest instant time.Time can hold if that is
-// past it, and never an instant before t: an open period too long to
-// represent lasts until the end of time rather than wrapping into the past,
-// where it would fire at once and, re-armed, fire again.
-func after(t time.Time, d time.Duration) time.Time {
-	if d <= 0 {
-		return t
-	}
-	if at := t.Add(d); at.After(t) {
-		return at
-	}
-	return endOfTime
-}
-
-// endOfTime is the latest instant a time.Time can hold.
-var endOfTime = time.Unix(1<<63-1-unixToInternal, 999_999_999)
-
-// unixToInternal is the number of seconds from the zero time.Time (January
-// 1 of year 1) to the Unix epoch.
-const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
-
 // runDue expires every deadline due at now, and starts what the hubs of
 // shared breakers have due.
 func (m *Manager) runDue() {

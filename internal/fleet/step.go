@@ -759,7 +759,7 @@ func (s *State) applied(m Applied, a *Actions) {
 		if trip.Gen == m.Gen {
 			epoch = trip.Epoch
 		}
-		a.loop(OpenCall{Epoch: epoch, Until: after(m.At, m.Period)})
+		a.loop(OpenCall{Epoch: epoch, Until: machine.After(m.At, m.Period)})
 	case breaker.Transition{From: breaker.Probing, To: breaker.Open}:
 		// A failed probe: the lease keeps the fleet from probing until
 		// the new period is in the store.
@@ -909,21 +909,6 @@ func (s *State) raise(v View, e uint64) {
 		s.Epoch, s.EpochAt = e, v.Asked
 	}
 }
-
-// after returns t+d, saturating at the latest instant time.Time holds.
-func after(t time.Time, d time.Duration) time.Time {
-	if d <= 0 {
-		return t
-	}
-	if at := t.Add(d); at.After(t) {
-		return at
-	}
-	return time.Unix(1<<63-1-unixToInternal, 999_999_999)
-}
-
-// unixToInternal is the number of seconds from the zero time.Time to the
-// Unix epoch.
-const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
 
 // Apply applies change c, which a step decided on snapshot s, to the
 // breaker's machine m at now; callErr is the error of the call a Trip or

@@ -613,3 +613,24 @@ func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced b
 		}
 	}
 }
+
+// After returns t+d, or the latest instant a time.Time can hold if that is
+// past it, and never an instant before t: a period too long to represent
+// lasts until the end of time rather than wrapping into the past, where a
+// timer armed for it would fire at once and, re-armed, fire again.
+func After(t time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return t
+	}
+	if at := t.Add(d); at.After(t) {
+		return at
+	}
+	return EndOfTime
+}
+
+// EndOfTime is the latest instant a time.Time can hold.
+var EndOfTime = time.Unix(1<<63-1-unixToInternal, 999_999_999)
+
+// unixToInternal is the number of seconds from the zero time.Time (January
+// 1 of year 1) to the Unix epoch.
+const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 24 * 60 * 60
