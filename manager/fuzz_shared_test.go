@@ -865,7 +865,7 @@ var sharedEdges = []string{
 	"managers-2", "managers-3", "managers-4",
 	// The shared run of failures, and the trip.
 	"trip", "trip-across-managers", "opener-decides", "trip-period-over",
-	"run-ended", "unreported-success", "run-forgotten",
+	"run-ended", "unreported-success", "run-forgotten", "run-deleted-by-closing",
 	// The open period and the probe.
 	"declined", "open-period-ends", "probe-granted", "probe-refused",
 	"lease-learnt-by-resync", "probe-success", "probe-failure", "reopen-period-over",

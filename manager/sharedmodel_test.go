@@ -122,7 +122,8 @@ type mgrView struct {
 	// late: the manager follows a lease until a millisecond from when its
 	// caller was refused, after the lease's end (see acquire).
 	late     bool
-	dirty    bool // a failure was reported since the last reported success
+	dirty    bool   // a failure was reported since the last reported success
+	dirtyIn  uint64 // the newest store epoch such a failure was counted in
 	resyncAt time.Time
 	open     time.Duration // its Recover's open period
 	probe    time.Duration // its Recover's probe time: its lease
@@ -390,7 +391,7 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 		f.run++
 		f.runBy |= 1 << p.mgr
 		f.runTo = m.now.Add(sharedFailureTTL)
-		v.dirty = true
+		v.dirty, v.dirtyIn = true, max(v.dirtyIn, f.epoch)
 		switch {
 		case f.opened():
 			// The fleet is open already: the reply says so.
@@ -401,6 +402,19 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 			m.trip(p.mgr)
 		}
 	case classify.Success:
+		if v.dirty && v.epoch%2 == 0 && v.epoch > v.dirtyIn {
+			// The rule of the fleet's run: a run belongs to its closed
+			// epoch, and a closing or a reset deletes it. A manager
+			// that knows of a closing after its failures has nothing of
+			// its own in the run that counts now, like a manager that
+			// never failed: its success ends nothing, and reports
+			// nothing.
+			v.dirty = false
+			if f.run > 0 {
+				m.edge("run-deleted-by-closing")
+			}
+			return
+		}
 		if !v.dirty {
 			if f.run > 0 {
 				m.edge("unreported-success")

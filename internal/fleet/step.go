@@ -108,7 +108,10 @@ type State struct {
 	Forcing bool
 	// Dirty says a failure was reported since the last success reported
 	// (a consecutive policy): the next success ends the shared run.
-	Dirty bool
+	// DirtyIn is the newest epoch the store counted such a failure in: a
+	// closing after it deleted the run, and clears Dirty.
+	Dirty   bool
+	DirtyIn uint64
 	// Calls and Failures are the window's counts as the store last gave
 	// them (a window policy); Processes how many processes reported the
 	// failures counted (a quorum).
@@ -557,7 +560,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		return
 	}
 	if m.Failure {
-		s.Dirty = true
+		s.Dirty, s.DirtyIn = true, max(s.DirtyIn, m.Verdict.Epoch)
 	}
 	if s.Policy.Rate > 0 {
 		s.Calls, s.Failures = m.Verdict.Calls, m.Verdict.Failures
@@ -907,6 +910,11 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 func (s *State) raise(v View, e uint64) {
 	if e > s.Epoch {
 		s.Epoch, s.EpochAt = e, v.Asked
+	}
+	if s.Dirty && e%2 == 0 && e > s.DirtyIn {
+		// A closing after the failures this process reported deleted
+		// their run: no success of its has one to end.
+		s.Dirty = false
 	}
 }
 
