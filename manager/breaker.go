@@ -24,10 +24,18 @@ type Breaker struct {
 	timesCalls  atomic.Bool  // slowCall > 0 || durations != nil: permits carry their start
 	slowCall    atomic.Int64 // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	mgr         *Manager
-	truth       truth                     // where its state is decided: local{}, or *shared
+	truth       truth                     // where its state is decided: theLocal, or *shared
 	fleet       *shared                   // the loop's side of a shared breaker; nil for a local one
 	durations   atomic.Pointer[durations] // nil unless Config.TimeCalls
 	stats       stripe.Counters
+
+	// hearsAll, chosen with truth before the breaker is published, says
+	// that its truth hears of every closed-state outcome (a shared
+	// breaker reports failures, and some successes, to its store);
+	// otherwise it hears of those that trip the period's count only, and
+	// a healthy call makes no call through the interface. Read on every
+	// call, written never after: it sits in what was padding.
+	hearsAll bool
 
 	// Owned by the manager's goroutine.
 	last     breaker.State // the state its handled steps left the breaker in
@@ -243,7 +251,9 @@ func (p Permit) release(o classify.Outcome, err error) {
 	}
 	// Recorded in the period's own count first, then told to the
 	// breaker's truth, with the permit's generation.
-	b.truth.outcome(b, p.t.Gen, o, c.Record(o, now), err, now)
+	if trips := c.Record(o, now); trips || b.hearsAll {
+		b.truth.outcome(b, p.t.Gen, o, trips, err)
+	}
 }
 
 // trip opens the closed breaker of generation gen because of a call with

@@ -244,7 +244,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{mgr: m, rec: cfg.Recover, truth: local{}}
+	b := &Breaker{mgr: m, rec: cfg.Recover, truth: theLocal}
 	b.setClassifier(cfg.Classify, custom == nil)
 	b.setTiming(cfg)
 	var sh *shared
@@ -252,7 +252,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		if sh, err = newShared(b, name, cfg); err != nil {
 			return nil, err
 		}
-		b.truth, b.fleet = sh, sh
+		b.truth, b.fleet, b.hearsAll = sh, sh, true
 	}
 	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)

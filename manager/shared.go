@@ -219,11 +219,13 @@ func (sh *shared) logFallBack(err error) {
 // reach the store with the next report. What the step would decide
 // nothing for (fleet.Hints.Quiet) is not stepped: a success of a healthy
 // breaker so reads one atomic pointer and takes no lock.
-func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error, now time.Time) {
+func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error) {
 	h := sh.hints.Load()
 	var calls int64
 	if sh.pending != nil && o == classify.Success {
-		idx := sh.policy.Load().Bucket(now)
+		// The window's strategy read the clock for its own count: read
+		// again for the bucket, a shared window's cost alone.
+		idx := sh.policy.Load().Bucket(b.mgr.clk.Now())
 		sh.pending.add(idx)
 		if h.Failures > 0 {
 			calls = h.Calls + sh.pending.total(idx)

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
@@ -26,9 +25,9 @@ type truth interface {
 	// outcome is what follows an outcome o of a call admitted in the
 	// closed generation gen, once the period's counter has recorded it:
 	// trips says whether it trips that count, err is the call's error
-	// (nil if unknown), now the time the counter was given (zero unless
-	// the strategy uses the clock).
-	outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error, now time.Time)
+	// (nil if unknown). It is called for every outcome if the breaker
+	// hearsAll, otherwise for those that trip.
+	outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error)
 	// endProbe ends the probe of ticket t with outcome o (err: the
 	// probe's error, if any).
 	endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error)
@@ -42,10 +41,14 @@ type truth interface {
 }
 
 // local is the truth of a breaker that is not shared: its machine decides
-// everything, and the manager's loop runs its timers.
+// everything, and the manager's loop runs its timers. Its methods have
+// pointer receivers, so that a call through the interface needs no
+// wrapper; theLocal is the one value.
 type local struct{}
 
-func (local) acquire(b *Breaker, _ context.Context) (Permit, error) {
+var theLocal truth = &local{}
+
+func (*local) acquire(b *Breaker, _ context.Context) (Permit, error) {
 	t, step, oerr := b.mach.Acquire(b.mgr.clk.Now())
 	switch {
 	case oerr != nil:
@@ -60,13 +63,13 @@ func (local) acquire(b *Breaker, _ context.Context) (Permit, error) {
 	return b.permit(t), nil
 }
 
-func (local) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error, _ time.Time) {
+func (*local) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error) {
 	if trips {
 		b.trip(gen, o, err, breaker.CauseTrip)
 	}
 }
 
-func (local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error) {
+func (*local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err error) {
 	step, r := b.mach.EndProbe(t, o, err, b.mgr.clk.Now())
 	if r == machine.Stale {
 		b.stats.Add(statStale)
@@ -75,10 +78,10 @@ func (local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err erro
 	b.mgr.send(note{b: b, step: step})
 }
 
-func (local) forceOpen(b *Breaker) { b.forceOpen() }
-func (local) reset(b *Breaker)     { b.reset() }
+func (*local) forceOpen(b *Breaker) { b.forceOpen() }
+func (*local) reset(b *Breaker)     { b.reset() }
 
-func (local) reconfigure(b *Breaker, cfg Config) (func(), error) {
+func (*local) reconfigure(b *Breaker, cfg Config) (func(), error) {
 	if cfg.Store != nil {
 		return nil, b.unchangeable("Store", "on a registered breaker")
 	}
