@@ -58,32 +58,43 @@ func TestSharedQuorumAgainstOneBadReplica(t *testing.T) {
 	assert.Equal(t, breaker.Closed, bs[0].State(), "its own probe closed it")
 
 	// The run of failures the bad replica left in the store goes on: one
-	// failure of another replica makes it 4, from two replicas, and the
-	// fleet opens.
+	// failure of another replica makes it 4, from two replicas, but 1
+	// without the bad replica's: nothing opens.
 	fail(t, bs[1], 1)
+	syncAll(ms)
+	for i, b := range bs {
+		assert.Equal(t, breaker.Closed, b.State(), "replica %d: an ordinary failure does not complete the bad replica's quorum", i)
+	}
+	assert.Equal(t, int64(2), bs[1].Stats().Processes)
+	// Replica 1 fails as much as the bad one: 3 without the largest, and
+	// the fleet opens.
+	fail(t, bs[1], 2)
 	syncAll(ms)
 	for i, b := range bs {
 		assert.Equal(t, breaker.Open, b.State(), "replica %d follows the fleet", i)
 	}
-	assert.Equal(t, int64(2), bs[1].Stats().Processes)
 }
 
-// A quorum that the failing replica's own count never reaches opens
-// nothing at all: the local count decides the opening alone, the shared
-// one the fleet's.
-func TestSharedQuorumBelowTheLocalThreshold(t *testing.T) {
+// The local count decides a replica's opening alone, the shared one the
+// fleet's: two replicas whose own failures reach the threshold open the
+// fleet, the first of them alone until the second does.
+func TestSharedQuorumOfTwoFailingReplicas(t *testing.T) {
 	mock := clock.NewMock()
 	ms, bs := fleet(t, 2, mock, store.NewMemory(mock), manager.Config{Strategy: breaker.Consecutive{Failures: 4}, Quorum: 2})
 	syncAll(ms)
-	fail(t, bs[0], 2)
-	fail(t, bs[1], 1)
+	fail(t, bs[0], 3)
+	fail(t, bs[1], 3)
 	syncAll(ms)
-	assert.Equal(t, breaker.Closed, bs[0].State())
+	assert.Equal(t, breaker.Closed, bs[0].State(), "6 failures, 3 without the largest share")
 	assert.Equal(t, breaker.Closed, bs[1].State())
+	fail(t, bs[0], 1)
+	syncAll(ms)
+	assert.Equal(t, breaker.Open, bs[0].State(), "its own count reached 4: it opens alone")
+	assert.Equal(t, breaker.Closed, bs[1].State(), "the fleet is short of its quorum")
 	fail(t, bs[1], 1)
 	syncAll(ms)
-	assert.Equal(t, breaker.Open, bs[0].State(), "four failures from two replicas open the fleet")
-	assert.Equal(t, breaker.Open, bs[1].State())
+	assert.Equal(t, breaker.Open, bs[0].State())
+	assert.Equal(t, breaker.Open, bs[1].State(), "4 without the largest share: the fleet opens")
 }
 
 // Reconfigure of a shared breaker may change its thresholds: the store's

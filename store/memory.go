@@ -7,6 +7,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
 // Memory is a Store that shares breakers between the managers of one
@@ -32,9 +33,9 @@ type memBreaker struct {
 	probeTo    time.Time
 	forced     bool                // forced open until a Reset
 	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
-	// reporters of the failures counted, for a quorum: of the run, or,
-	// for a window, with the last bucket each reported a failure in.
-	reporters map[string]int64
+	// reporters are what each process reported, for a quorum: its
+	// failures in the run, or its calls and failures in the window.
+	reporters map[string]*rule.Slide
 }
 
 type memWatcher struct {
@@ -129,51 +130,47 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 		v.Failures = b.failures
 	}
 	if p.Quorum > 1 {
-		v.Processes = b.report(p, now)
+		b.report(p, now, 1+sum(successes), 1, &v)
 	}
 	v.Status = b.status(now)
 	return v, nil
 }
 
-// report counts p.Reporter among the reporters of the failures counted,
-// and returns how many there are: of the run, or, for a window, in it.
-func (b *memBreaker) report(p Policy, now time.Time) int64 {
+// report files what p.Reporter reported now (failures of them failed, of
+// calls), and fills in what the quorum rule needs of the reporters (see
+// Verdict.Largest): of the run, or of the window.
+func (b *memBreaker) report(p Policy, now time.Time, calls, failures int64, v *Verdict) {
 	if b.reporters == nil {
-		b.reporters = make(map[string]int64)
+		b.reporters = make(map[string]*rule.Slide)
 	}
-	if !p.window() {
-		b.reporters[p.Reporter] = 0
-		return int64(len(b.reporters))
+	sl := b.reporters[p.Reporter]
+	if sl == nil && calls > 0 {
+		sl = new(rule.Slide)
+		b.reporters[p.Reporter] = sl
 	}
-	idx := p.Bucket(now)
-	b.reporters[p.Reporter] = idx
-	var n int64
-	for r, last := range b.reporters {
-		if last <= idx-int64(p.Buckets) {
-			delete(b.reporters, r)
+	n := max(p.Buckets, 1)
+	var idx int64
+	if p.window() {
+		idx = p.Bucket(now)
+	}
+	if sl != nil && calls > 0 {
+		// A run keeps its reporters' failures in one span.
+		*sl = sl.Add(idx, n, rule.Share{Calls: calls, Failures: failures})
+	}
+	shares := make([]rule.Share, 0, len(b.reporters))
+	for r, sl := range b.reporters {
+		sh := sl.At(idx, n)
+		if sh == (rule.Share{}) {
+			delete(b.reporters, r) // out of the window
 			continue
 		}
-		n++
-	}
-	return n
-}
-
-// reporting returns how many processes reported the failures counted now.
-func (b *memBreaker) reporting(p Policy, now time.Time) int64 {
-	if p.Quorum <= 1 {
-		return 0
-	}
-	if !p.window() {
-		return int64(len(b.reporters))
-	}
-	idx := p.Bucket(now)
-	var n int64
-	for _, last := range b.reporters {
-		if last > idx-int64(p.Buckets) {
-			n++
+		if sh.Failures > 0 {
+			v.Processes++
 		}
+		shares = append(shares, sh)
 	}
-	return n
+	top := rule.Largest(shares, p.Quorum)
+	v.LargestCalls, v.LargestFailures = top.Calls, top.Failures
 }
 
 // RecordSuccess implements Store.
@@ -188,7 +185,9 @@ func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, succe
 	var v Verdict
 	if p.window() {
 		v.Calls, v.Failures = b.window(p, now, 0, successes)
-		v.Processes = b.reporting(p, now)
+		if p.Quorum > 1 {
+			b.report(p, now, sum(successes), 0, &v)
+		}
 	} else {
 		b.failures, b.reporters = 0, nil
 	}
@@ -343,4 +342,13 @@ func (m *Memory) publish(c Change) {
 	for w := range m.watchers {
 		w.fn(c)
 	}
+}
+
+// sum returns the sum of counts.
+func sum(counts []int64) int64 {
+	var n int64
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }

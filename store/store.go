@@ -155,13 +155,21 @@ type Policy struct {
 func (p Policy) window() bool { return p.Rate > 0 }
 
 // Trips reports whether a verdict's counts trip a breaker under p: the
-// strategy's threshold is reached by failures from at least Quorum
-// processes (always, under a Quorum of 0 or 1). The threshold is the
+// strategy's threshold is reached, and, under a Quorum q above 1, still
+// reached once what the q-1 processes that reported the most failures
+// counted is taken out (Verdict.LargestCalls, LargestFailures). So one
+// process that fails every call cannot open the fleet however many calls
+// it makes, two can, and the occasional failures of healthy processes
+// do not complete the quorum of one bad one. The threshold is the
 // strategy's own rule, applied to the counts the store keeps: stores
 // count, and only this rule decides, so a local and a shared breaker fed
 // the same outcomes trip at the same call.
 func (p Policy) Trips(v Verdict) bool {
-	return p.Reached(v) && (p.Quorum <= 1 || v.Processes >= int64(p.Quorum))
+	if p.Quorum > 1 {
+		w := rule.Without(rule.Share{Calls: v.Calls, Failures: v.Failures}, rule.Share{Calls: v.LargestCalls, Failures: v.LargestFailures})
+		v.Calls, v.Failures = w.Calls, w.Failures
+	}
+	return p.Reached(v)
 }
 
 // Reached reports whether a verdict's counts reach the strategy's
@@ -201,6 +209,12 @@ type Verdict struct {
 	// Processes is how many processes reported the failures counted
 	// (Policy.Quorum above 1 only; zero otherwise).
 	Processes int64
+	// LargestCalls and LargestFailures are what the Quorum-1 processes
+	// that reported the most failures counted (Policy.Quorum above 1
+	// only; zero otherwise): the quorum rule judges the counts without
+	// them (see Policy.Trips). Of a window, each process's share of it is
+	// kept in two spans of the window's length (rule.Slide).
+	LargestCalls, LargestFailures int64
 	// Status is the breaker's shared state. While it is Opened, the counts
 	// trip nothing: the fleet is open already.
 	Status

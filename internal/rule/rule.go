@@ -9,6 +9,7 @@ package rule
 import (
 	"math"
 	"math/bits"
+	"sort"
 	"time"
 )
 
@@ -91,4 +92,87 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// Share is what one process reported into a count: its calls and its
+// failures (of a run, its failures only).
+type Share struct{ Calls, Failures int64 }
+
+// Largest returns the sum of the q-1 shares that reported the most
+// failures (ties broken by calls), of a count whose quorum is q: what the
+// quorum rule takes out of the count before the strategy's own rule
+// judges what is left. One process that fails every call so cannot open a
+// fleet whose quorum is 2, however many calls it makes; two can; the
+// noise of healthy processes alone never does. It returns the zero Share
+// for q of 0 or 1. shares is sorted in place.
+func Largest(shares []Share, q int) Share {
+	if q <= 1 {
+		return Share{}
+	}
+	sort.Slice(shares, func(i, j int) bool {
+		if shares[i].Failures != shares[j].Failures {
+			return shares[i].Failures > shares[j].Failures
+		}
+		return shares[i].Calls > shares[j].Calls
+	})
+	var top Share
+	for _, s := range shares[:min(q-1, len(shares))] {
+		top.Calls += s.Calls
+		top.Failures += s.Failures
+	}
+	return top
+}
+
+// Without returns total less top, never below zero: the count the quorum
+// rule judges.
+func Without(total, top Share) Share {
+	return Share{Calls: max(total.Calls-top.Calls, 0), Failures: max(total.Failures-top.Failures, 0)}
+}
+
+// Slide is what one process reported into a window of n buckets, kept in
+// two counts of n buckets each, aligned on multiples of n: Cur of the
+// span K (buckets K*n to K*n+n-1), Prev of the span before it. It is how
+// stores keep a reporter's share of a window in a few words, whatever the
+// number of buckets; the share of a window that ends at a bucket inside
+// span K counts Cur whole and the part of Prev still inside the window,
+// as if Prev's calls were spread evenly over its buckets.
+type Slide struct {
+	K         int64
+	Cur, Prev Share
+}
+
+// Add counts s, reported in bucket idx of a window of n buckets.
+func (sl Slide) Add(idx int64, n int, s Share) Slide {
+	k := floorDiv(idx, int64(n))
+	switch {
+	case k == sl.K:
+	case k == sl.K+1:
+		sl.K, sl.Prev, sl.Cur = k, sl.Cur, Share{}
+	case k > sl.K:
+		sl.K, sl.Prev, sl.Cur = k, Share{}, Share{}
+	default:
+		// A report older than the span (a late one): counted in the
+		// span it reaches.
+	}
+	sl.Cur.Calls += s.Calls
+	sl.Cur.Failures += s.Failures
+	return sl
+}
+
+// At returns the share of the window of n buckets that ends at bucket idx.
+func (sl Slide) At(idx int64, n int) Share {
+	k := floorDiv(idx, int64(n))
+	j := idx - k*int64(n) // buckets of span k in the window, less one
+	left := int64(n) - j - 1
+	part := func(s Share) Share {
+		return Share{Calls: s.Calls * left / int64(n), Failures: s.Failures * left / int64(n)}
+	}
+	switch sl.K {
+	case k:
+		p := part(sl.Prev)
+		return Share{Calls: sl.Cur.Calls + p.Calls, Failures: sl.Cur.Failures + p.Failures}
+	case k - 1:
+		return part(sl.Cur)
+	}
+	return Share{}
 }

@@ -256,11 +256,11 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 	if err != nil {
 		return store.Verdict{}, s.fail("record failure of", name, err)
 	}
-	v, err := ints(r, 5)
+	v, err := ints(r, 6)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Failures: v[0], Processes: v[1], Status: status(v[2:])}, nil
+	return store.Verdict{Failures: v[0], Processes: v[1], Status: status(v[2:5]), LargestFailures: v[5]}, nil
 }
 
 // RecordSuccess implements store.Store.
@@ -290,11 +290,11 @@ func (s *Store) window(ctx context.Context, name string, p store.Policy, failure
 	if err != nil {
 		return store.Verdict{}, s.fail("record the calls of", name, err)
 	}
-	v, err := ints(r, 6)
+	v, err := ints(r, 8)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Calls: v[0], Failures: v[1], Processes: v[2], Status: status(v[3:])}, nil
+	return store.Verdict{Calls: v[0], Failures: v[1], Processes: v[2], Status: status(v[3:6]), LargestCalls: v[6], LargestFailures: v[7]}, nil
 }
 
 // Open implements store.Store.

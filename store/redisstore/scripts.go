@@ -8,26 +8,33 @@ import "github.com/redis/go-redis/v9"
 // them down, not the replicas' clocks.
 
 // failureScript counts one failure of a consecutive policy and sets the
-// count's expiry in the same step. Under a quorum above 1 it also files
-// the reporter among the reporters of the run (a hash that starts afresh
-// with the run and expires with it) and counts them.
+// count's expiry in the same step. Under a quorum q above 1 it also counts
+// the reporter's failures in the run (a hash that starts afresh with the
+// run and expires with it), and sums the q-1 largest counts: what the
+// quorum rule takes out of the run (rule.Largest, store.Policy.Trips).
 //
 // KEYS: failures, open, probe, epoch, reporters. ARGV: ttl_ms, quorum,
 // reporter.
-// Returns {count, reporters, epoch, open_pttl, probe_pttl}.
+// Returns {count, reporters, epoch, open_pttl, probe_pttl, largest}.
 var failureScript = redis.NewScript(`
 local n = redis.call('INCR', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-local r = 0
-if tonumber(ARGV[2]) > 1 then
+local r, top = 0, 0
+local q = tonumber(ARGV[2])
+if q > 1 then
   if n == 1 then
     redis.call('DEL', KEYS[5])
   end
-  redis.call('HSET', KEYS[5], ARGV[3], 1)
+  redis.call('HINCRBY', KEYS[5], ARGV[3], 1)
   redis.call('PEXPIRE', KEYS[5], ARGV[1])
-  r = redis.call('HLEN', KEYS[5])
+  local vals = redis.call('HVALS', KEYS[5])
+  r = #vals
+  local xs = {}
+  for i = 1, #vals do xs[i] = tonumber(vals[i]) end
+  table.sort(xs, function(a, b) return a > b end)
+  for i = 1, math.min(q - 1, #xs) do top = top + xs[i] end
 end
-return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
+return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), top}
 `)
 
 // windowScript adds failures to the current bucket of a window policy, and
@@ -39,13 +46,18 @@ return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KE
 // counts trip the breaker is decided in Go by the strategy's own rule
 // (store.Policy.Trips), the one the local counter and the memory store use.
 //
-// Under a quorum above 1 it files a failure's reporter with the bucket of
-// its last failure (a hash), drops the reporters whose last failure left
-// the window, and counts the others.
+// Under a quorum q above 1 it keeps what each reporter reported (a hash:
+// reporter -> "K:calls:failures:prev_calls:prev_failures", its counts in
+// the span K of the window's length and in the one before, rule.Slide),
+// adds this report, drops the reporters with nothing left in the window,
+// counts those with failures in it, and sums the shares of the q-1 that
+// reported the most failures (ties: calls), rule.Largest: what the quorum
+// rule takes out of the window.
 //
 // KEYS: window, open, probe, epoch, reporters. ARGV: width_ms, buckets,
 // failures, quorum, reporter, then the successes of age 0, 1, ...
-// Returns {calls, failures, reporters, epoch, open_pttl, probe_pttl}.
+// Returns {calls, failures, reporters, epoch, open_pttl, probe_pttl,
+// largest_calls, largest_failures}.
 var windowScript = redis.NewScript(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
@@ -78,22 +90,57 @@ end
 for i = idx - 2 * n, idx - n do
   redis.call('HDEL', KEYS[1], string.format('c%d', i), string.format('f%d', i))
 end
-local r = 0
-if tonumber(ARGV[4]) > 1 then
-  if fails > 0 then
-    redis.call('HSET', KEYS[5], ARGV[5], idx)
+local r, lc, lf = 0, 0, 0
+local q = tonumber(ARGV[4])
+if q > 1 then
+  local span = math.floor(idx / n)
+  local left = n - (idx - span * n) - 1
+  local function parse(rec)
+    local k, cc, cf, pc, pf = string.match(rec, '^(-?%d+):(%d+):(%d+):(%d+):(%d+)$')
+    return tonumber(k), tonumber(cc), tonumber(cf), tonumber(pc), tonumber(pf)
+  end
+  local calls = fails
+  for a = 6, #ARGV do calls = calls + tonumber(ARGV[a]) end
+  if calls > 0 then
+    local k, cc, cf, pc, pf = span, 0, 0, 0, 0
+    local rec = redis.call('HGET', KEYS[5], ARGV[5])
+    if rec then
+      local k0, cc0, cf0, pc0, pf0 = parse(rec)
+      if k0 == span or k0 > span then
+        k, cc, cf, pc, pf = k0, cc0, cf0, pc0, pf0
+      elseif k0 == span - 1 then
+        pc, pf = cc0, cf0
+      end
+    end
+    redis.call('HSET', KEYS[5], ARGV[5], string.format('%d:%d:%d:%d:%d', k, cc + calls, cf + fails, pc, pf))
     redis.call('PEXPIRE', KEYS[5], width * n * 2)
   end
   local all = redis.call('HGETALL', KEYS[5])
+  local xs = {}
   for i = 1, #all, 2 do
-    if tonumber(all[i + 1]) <= idx - n then
+    local k, cc, cf, pc, pf = parse(all[i + 1])
+    local sc, sf = 0, 0
+    if k == span then
+      sc, sf = cc + math.floor(pc * left / n), cf + math.floor(pf * left / n)
+    elseif k == span - 1 then
+      sc, sf = math.floor(cc * left / n), math.floor(cf * left / n)
+    end
+    if sc == 0 and sf == 0 then
       redis.call('HDEL', KEYS[5], all[i])
     else
-      r = r + 1
+      if sf > 0 then r = r + 1 end
+      xs[#xs + 1] = {sc, sf}
     end
   end
+  table.sort(xs, function(a, b)
+    if a[2] ~= b[2] then return a[2] > b[2] end
+    return a[1] > b[1]
+  end)
+  for i = 1, math.min(q - 1, #xs) do
+    lc, lf = lc + xs[i][1], lf + xs[i][2]
+  end
 end
-return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3])}
+return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), lc, lf}
 `)
 
 // Every opening and closing advances the breaker's epoch (its own key,
