@@ -70,7 +70,8 @@ func TestBucket(t *testing.T) {
 	}
 }
 
-// Reached is Trips without the quorum: the threshold alone.
+// Reached is Trips without the quorum: the threshold alone. Trips judges
+// the counts without the largest shares.
 func TestReached(t *testing.T) {
 	run := store.Policy{Failures: 3, Quorum: 2}
 	window := store.Policy{Rate: 0.5, Period: 10 * time.Second, Buckets: 10, MinCalls: 4, Quorum: 2}
@@ -80,12 +81,14 @@ func TestReached(t *testing.T) {
 		v              store.Verdict
 		reached, trips bool
 	}{
-		{"run short of the threshold", run, store.Verdict{Failures: 2, Processes: 2}, false, false},
-		{"run at the threshold, one process", run, store.Verdict{Failures: 3, Processes: 1}, true, false},
-		{"run at the threshold, the quorum", run, store.Verdict{Failures: 3, Processes: 2}, true, true},
-		{"window short of MinCalls", window, store.Verdict{Calls: 3, Failures: 3, Processes: 2}, false, false},
-		{"window at the rate, one process", window, store.Verdict{Calls: 4, Failures: 2, Processes: 1}, true, false},
-		{"window at the rate, the quorum", window, store.Verdict{Calls: 4, Failures: 2, Processes: 2}, true, true},
+		{"run short of the threshold", run, store.Verdict{Failures: 2, LargestFailures: 1}, false, false},
+		{"run at the threshold, one process", run, store.Verdict{Failures: 3, LargestFailures: 3}, true, false},
+		{"run at the threshold with the largest share, short without", run, store.Verdict{Failures: 4, LargestFailures: 3}, true, false},
+		{"run at the threshold without the largest share", run, store.Verdict{Failures: 6, LargestFailures: 3}, true, true},
+		{"window short of MinCalls", window, store.Verdict{Calls: 3, Failures: 3}, false, false},
+		{"window at the rate, one process", window, store.Verdict{Calls: 4, Failures: 2, LargestCalls: 4, LargestFailures: 2}, true, false},
+		{"window at the rate without the largest share", window, store.Verdict{Calls: 8, Failures: 4, LargestCalls: 4, LargestFailures: 2}, true, true},
+		{"window: the largest share takes the rate below", window, store.Verdict{Calls: 20, Failures: 10, LargestCalls: 5, LargestFailures: 5}, true, false},
 	} {
 		assert.Equal(t, c.reached, c.p.Reached(c.v), "Reached: %s, %+v", c.name, c.v)
 		assert.Equal(t, c.trips, c.p.Trips(c.v), "Trips: %s, %+v", c.name, c.v)
