@@ -35,9 +35,11 @@ type Config struct {
 	// machine until the store answers again. Ignored without a Store.
 	Fallback store.Fallback
 	// Quorum, for a shared breaker, opens the breaker for the fleet only
-	// when the failures that reach the Strategy's threshold come from at
-	// least Quorum processes (each manager counts as one): one replica
-	// with a broken network cannot open it for everyone. A process whose
+	// when the Strategy's threshold is still reached once the Quorum-1
+	// processes that reported the most failures are taken out (each
+	// manager counts as one): one replica with a broken network cannot
+	// open it for everyone, however many calls it makes, nor with the
+	// ordinary failures of healthy replicas; two that fail enough can. A process whose
 	// own outcomes reach the threshold while the fleet's are short of the
 	// quorum opens in its process alone (a transition of cause
 	// breaker.CauseAlone), with its own period and its own probe, and

@@ -140,11 +140,12 @@ type Policy struct {
 	Buckets  int
 	MinCalls int
 	// Quorum, when above 1, opens the breaker for the fleet only when the
-	// failures that reach the threshold come from at least Quorum
-	// processes (manager.Config.Quorum): the store counts who reported the
-	// failures (Verdict.Processes), of the current run for a consecutive
-	// policy, in the window for a window policy. A store need not count
-	// reporters under a Quorum of 0 or 1.
+	// threshold is still reached without what the Quorum-1 processes that
+	// reported the most failures counted (manager.Config.Quorum): the
+	// store keeps what each Reporter reported, of the current run for a
+	// consecutive policy, in the window for a window policy, and returns
+	// the largest shares (Verdict.LargestCalls, LargestFailures). A store
+	// need not count reporters under a Quorum of 0 or 1.
 	Quorum int
 	// Reporter names the process that reports, with RecordFailure, for
 	// Quorum: the manager sets it, one name per manager.
