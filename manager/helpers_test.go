@@ -189,3 +189,15 @@ func requireClosed(t *testing.T, ch <-chan manager.Event, what string) {
 		}
 	}
 }
+
+// waitFor polls cond, failing the test if it is still false after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -96,3 +96,65 @@ func TestSharedStoreDownOnlyOnceTheFallbackApplies(t *testing.T) {
 	}()
 	<-done
 }
+
+// Events of a shared breaker losing or regaining its store say the state
+// the breaker is in, with its generation: they come in the order of the
+// breaker's transitions. Here the store is lost, as a resync finds, while a
+// caller of breaker x, which has just taken x's probe, waits for the
+// store's probe lease. (y's failed call alone would not take x down: one
+// breaker's store error is that breaker's problem.)
+func TestFaultSharedStoreEventsInOrder(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	hs := newHeldStore(mem)
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, StoreTimeout: time.Hour, Resync: time.Hour})
+	t.Cleanup(m.Stop)
+	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: recover.BasicTimeout{Open: time.Second}, Store: hs}
+	x := register(t, m, "x", cfg)
+	y := register(t, m, "y", cfg)
+	events, unsubscribe := m.Subscribe(1024)
+	defer unsubscribe()
+
+	fail(t, x, 1)
+	waitFor(t, 5*time.Second, "x's opening to reach the store", func() bool {
+		st, err := mem.Status(context.Background(), []string{"x"})
+		return err == nil && st[0].Open > 0
+	})
+	advance(m, mock, time.Second)
+	waitFor(t, 5*time.Second, "x half-open", func() bool { m.Sync(); return x.State() == breaker.HalfOpen })
+	hs.holdProbe.Store(true)
+	acquired := make(chan struct{})
+	go func() {
+		defer close(acquired)
+		if p, err := x.Acquire(context.Background()); err == nil {
+			p.Release(nil)
+		}
+	}()
+	received(t, hs.probing, "x's probe to ask for the lease")
+	hs.cut.Store(true)
+	p, err := y.Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errBoom)  // y's store call fails: y falls back
+	mock.Add(time.Hour) // the resync fails: the whole store is lost
+	var got []manager.Event
+	waitFor(t, 5*time.Second, "x's store_lost event", func() bool {
+		got = append(got, drain(events)...)
+		for _, e := range got {
+			if e.Name == "x" && e.Kind == manager.EventStoreLost {
+				return true
+			}
+		}
+		return false
+	})
+	close(hs.letProbe)
+	received(t, acquired, "x's probe call")
+	m.Sync()
+	got = append(got, drain(events)...)
+
+	paths := newPathChecker()
+	for _, e := range got {
+		if e.Name == "x" {
+			assert.NoError(t, paths.feed(e))
+		}
+	}
+}
