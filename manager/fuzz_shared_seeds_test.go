@@ -1,20 +1,16 @@
 package manager_test
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Shorthands for the seed scripts.
@@ -267,25 +263,6 @@ var updateSharedSeeds = flag.Bool("fusebox.update-shared-seeds", false, "rewrite
 // sharedSeedDir is where go test finds the seed corpus of FuzzSharedModel.
 var sharedSeedDir = filepath.Join("testdata", "fuzz", "FuzzSharedModel")
 
-// sharedCorpusFile is a seed in the format go test reads from testdata/fuzz.
-func sharedCorpusFile(data []byte) []byte {
-	return fmt.Appendf(nil, "go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
-}
-
-// parseSharedCorpusFile reads a one-argument []byte corpus file.
-func parseSharedCorpusFile(b []byte) ([]byte, error) {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 2 || lines[0] != "go test fuzz v1" {
-		return nil, fmt.Errorf("not a one-value corpus file")
-	}
-	v, ok := strings.CutPrefix(lines[1], "[]byte(")
-	if !ok || !strings.HasSuffix(v, ")") {
-		return nil, fmt.Errorf("not a []byte value: %q", lines[1])
-	}
-	s, err := strconv.Unquote(strings.TrimSuffix(v, ")"))
-	return []byte(s), err
-}
-
 // sharedEdges are the protocol's edges the seed corpus must take.
 var sharedEdges = []string{
 	"managers-2", "managers-3", "managers-4",
@@ -318,32 +295,17 @@ var sharedEdges = []string{
 // (rewrite it with -fusebox.update-shared-seeds), and, played against the
 // model, takes every edge of the shared protocol in sharedEdges.
 func TestFuzzSharedSeedCorpus(t *testing.T) {
-	seeds := sharedSeeds()
-	if *updateSharedSeeds {
-		require.NoError(t, os.MkdirAll(sharedSeedDir, 0o755))
-		for _, s := range seeds {
-			path := filepath.Join(sharedSeedDir, s.name)
-			require.NoError(t, os.WriteFile(path, sharedCorpusFile(encodeShared(s.header, s.ops)), 0o644))
-		}
+	var seeds []corpusInput
+	for _, s := range sharedSeeds() {
+		seeds = append(seeds, corpusInput{s.name, encodeShared(s.header, s.ops)})
 	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(filepath.Join(sharedSeedDir, s.name))
-		require.NoError(t, err, "seed %s (go test ./manager -run TestFuzzSharedSeedCorpus -fusebox.update-shared-seeds writes it)", s.name)
-		assert.True(t, bytes.Equal(b, sharedCorpusFile(encodeShared(s.header, s.ops))), "seed %s is out of date", s.name)
-	}
-
-	files, err := os.ReadDir(sharedSeedDir)
-	require.NoError(t, err)
+	files := seedCorpus(t, sharedSeedDir, seeds, *updateSharedSeeds, "update-shared-seeds")
 	edges := map[string]int{}
 	var ops, steps, checks int
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(sharedSeedDir, f.Name()))
-		require.NoError(t, err)
-		data, err := parseSharedCorpusFile(b)
-		require.NoError(t, err, "corpus file %s", f.Name())
 		var rep sharedReport
-		t.Run(f.Name(), func(t *testing.T) {
-			rep = runSharedScript(t, data)
+		t.Run(f.name, func(t *testing.T) {
+			rep = runSharedScript(t, f.data)
 			t.Logf("edges: %v", rep.edges)
 		})
 		for e, n := range rep.edges {
