@@ -110,6 +110,18 @@ func (b *memBreaker) window(p Policy, now time.Time, failures int64, successes [
 
 // RecordFailure implements Store.
 func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
+	return m.record(ctx, name, p, 1, successes)
+}
+
+// RecordSuccess implements Store.
+func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
+	return m.record(ctx, name, p, 0, successes)
+}
+
+// record is RecordFailure (one failure) and RecordSuccess (none): it adds
+// the failure and the successes to the breaker's shared run or window, and
+// answers with the verdict.
+func (m *Memory) record(ctx context.Context, name string, p Policy, failures int64, successes []int64) (Verdict, error) {
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, err
 	}
@@ -119,20 +131,32 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 	b := m.entry(name)
 	var v Verdict
 	if p.window() {
-		v.Calls, v.Failures = b.window(p, now, 1, successes)
+		v.Calls, v.Failures = b.window(p, now, failures, successes)
 	} else {
-		if !now.Before(b.failuresTo) {
-			b.failures, b.reporters = 0, nil
-		}
-		b.failures++
-		b.failuresTo = now.Add(DefaultFailureTTL)
-		v.Failures = b.failures
+		v.Failures = b.run(now, failures > 0)
 	}
-	if p.Quorum > 1 {
+	if failures > 0 && p.Quorum > 1 {
 		v.Processes = b.report(p, now)
+	} else {
+		v.Processes = b.reporting(p, now)
 	}
 	v.Status = b.status(now)
 	return v, nil
+}
+
+// run adds a call to the shared run of consecutive failures and returns
+// the run's length: a failure lengthens it (one DefaultFailureTTL or more
+// after the run's last failure starts a new run), a success ends it, and
+// with it the list of the processes that reported it.
+func (b *memBreaker) run(now time.Time, failed bool) int64 {
+	if !failed || !now.Before(b.failuresTo) {
+		b.failures, b.reporters = 0, nil
+	}
+	if failed {
+		b.failures++
+		b.failuresTo = now.Add(DefaultFailureTTL)
+	}
+	return b.failures
 }
 
 // report counts p.Reporter among the reporters of the failures counted,
@@ -174,26 +198,6 @@ func (b *memBreaker) reporting(p Policy, now time.Time) int64 {
 		}
 	}
 	return n
-}
-
-// RecordSuccess implements Store.
-func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
-	if err := ctx.Err(); err != nil {
-		return Verdict{}, err
-	}
-	now := m.clk.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := m.entry(name)
-	var v Verdict
-	if p.window() {
-		v.Calls, v.Failures = b.window(p, now, 0, successes)
-		v.Processes = b.reporting(p, now)
-	} else {
-		b.failures, b.reporters = 0, nil
-	}
-	v.Status = b.status(now)
-	return v, nil
 }
 
 // Open implements Store.
