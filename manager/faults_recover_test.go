@@ -32,19 +32,6 @@ func (r *slowRecover) Timeout(c recover.Context, state any) (time.Duration, any)
 	return r.BasicTimeout.Timeout(c, state)
 }
 
-// within runs f and fails the test if it has not returned after a few
-// seconds: f must not wait for the manager.
-func within(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s is still blocked after 5s", what)
-	}
-}
-
 // A Recover.Timeout that takes 50ms, for ten breakers tripped at once,
 // keeps the manager busy for half a second at each step: the breakers
 // decline calls at once all the same, and once the manager catches up
@@ -130,12 +117,9 @@ func TestFaultSlowRecoverRealClock(t *testing.T) {
 	for _, b := range bs {
 		release(t, b, errBoom)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// The real clock: Sync does not wait for a timer that is not due yet.
 	for _, b := range bs {
-		for b.State() != breaker.HalfOpen {
-			require.True(t, time.Now().Before(deadline), "%s is still %v 10s after its trip", b.Name(), b.State())
-			time.Sleep(time.Millisecond)
-		}
+		eventually(t, b.Name()+" half-open after its trip", func() bool { return b.State() == breaker.HalfOpen })
 	}
 	seen := time.Since(start)
 	m.Stop()
@@ -399,7 +383,9 @@ func TestFaultRestartLimitUnderLoad(t *testing.T) {
 	}
 	const workers = 64
 	l := startLoad(t, m, leaks, specs, workers)
-	waitFor(t, 5*time.Second, "the load to trip every breaker", func() bool {
+	// The load's callers trip the breakers on the real clock: nothing to
+	// Sync.
+	eventually(t, "the load to trip every breaker", func() bool {
 		for _, lb := range l.breakers {
 			if l.pathsCount(lb.spec.name, breaker.Closed, breaker.Open, breaker.CauseTrip) == 0 {
 				return false

@@ -96,16 +96,6 @@ func (s *heldStore) Status(ctx context.Context, names []string) ([]store.Status,
 	return st, err
 }
 
-// received waits, for a bounded time, until ch is closed or receives.
-func received(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("still waiting after 5s for %s", what)
-	}
-}
-
 // sharedPair is two managers (two replicas of a service) on one mock clock
 // sharing the breaker "svc" through one in-memory store, each through its
 // own heldStore. Store calls never time out on their own, and the resync
@@ -141,13 +131,13 @@ func sharedStatus(t *testing.T, mem *store.Memory) store.Status {
 func sharedHalfOpen(t *testing.T, mock *clock.Mock, ms [2]*manager.Manager, bs [2]*manager.Breaker, failures int) {
 	t.Helper()
 	fail(t, bs[0], failures)
-	waitFor(t, 5*time.Second, "replica 1 to follow the trip", func() bool { return bs[1].State() == breaker.Open })
+	syncAll(ms[:])
+	requireState(t, bs[1], breaker.Open, "replica 1 after replica 0's trip")
 	mock.Add(time.Second)
-	waitFor(t, 5*time.Second, "both replicas half-open after the open period", func() bool {
-		ms[0].Sync()
-		ms[1].Sync()
-		return bs[0].State() == breaker.HalfOpen && bs[1].State() == breaker.HalfOpen
-	})
+	syncAll(ms[:])
+	for _, b := range bs {
+		requireState(t, b, breaker.HalfOpen, "after the open period")
+	}
 }
 
 var sharedCfg = manager.Config{

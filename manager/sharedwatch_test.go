@@ -53,7 +53,10 @@ func (w *flakyWatch) dropSubscription() {
 }
 
 // stepUntil advances the mock clock in steps until cond holds, and
-// reports whether it did within limit of mock time.
+// reports whether it did within limit of mock time. It is for the watch's
+// goroutine, whose pause between subscriptions runs on the mock clock and
+// which Sync does not wait for (see eventually); each step of the mock
+// clock yields a real millisecond to it.
 func stepUntil(mock *clock.Mock, step, limit time.Duration, cond func() bool) bool {
 	for moved := time.Duration(0); moved <= limit; moved += step {
 		if cond() {
@@ -75,7 +78,8 @@ func TestFaultSharedWatchPauseStartsAgain(t *testing.T) {
 	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, StoreTimeout: time.Hour, Resync: time.Hour})
 	t.Cleanup(m.Stop)
 	register(t, m, "svc", manager.Config{Strategy: breaker.Consecutive{Failures: 2}, Store: w})
-	waitFor(t, 5*time.Second, "the first subscription", func() bool { return w.live.Load() == 1 })
+	m.Sync() // the first subscription is a store call Sync waits for
+	require.Equal(t, int32(1), w.live.Load(), "the first subscription")
 
 	// Seven failures in a row: the pause grows to its longest.
 	w.failing.Store(true)
@@ -89,7 +93,11 @@ func TestFaultSharedWatchPauseStartsAgain(t *testing.T) {
 	// One more failure after a subscription that worked.
 	calls := w.calls.Load()
 	w.dropSubscription()
-	waitFor(t, 5*time.Second, "the watch to fail", func() bool { return w.live.Load() == 0 })
+	// The end of a subscription, and the next one after the pause, happen
+	// on the watch's goroutine, which Sync does not wait for: a
+	// subscription is not a store call in flight once it worked, and its
+	// failure is not counted until the loop has it.
+	eventually(t, "the watch to fail", func() bool { return w.live.Load() == 0 })
 	assert.True(t, stepUntil(mock, 10*time.Millisecond, 500*time.Millisecond, func() bool { return w.calls.Load() > calls }),
 		"the watch subscribes again within 500ms after a failure that follows a working subscription")
 }

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,12 +117,12 @@ func TestFaultSharedStoreEventsInOrder(t *testing.T) {
 	defer unsubscribe()
 
 	fail(t, x, 1)
-	waitFor(t, 5*time.Second, "x's opening to reach the store", func() bool {
-		st, err := mem.Status(context.Background(), []string{"x"})
-		return err == nil && st[0].Open > 0
-	})
+	m.Sync()
+	st, err := mem.Status(context.Background(), []string{"x"})
+	require.NoError(t, err)
+	require.Positive(t, st[0].Open, "x's opening in the store")
 	advance(m, mock, time.Second)
-	waitFor(t, 5*time.Second, "x half-open", func() bool { m.Sync(); return x.State() == breaker.HalfOpen })
+	requireState(t, x, breaker.HalfOpen, "after its open period")
 	hs.holdProbe.Store(true)
 	acquired := make(chan struct{})
 	go func() {
@@ -134,18 +135,11 @@ func TestFaultSharedStoreEventsInOrder(t *testing.T) {
 	hs.cut.Store(true)
 	p, err := y.Acquire(context.Background())
 	require.NoError(t, err)
-	p.Release(errBoom)  // y's store call fails: y falls back
-	mock.Add(time.Hour) // the resync fails: the whole store is lost
-	var got []manager.Event
-	waitFor(t, 5*time.Second, "x's store_lost event", func() bool {
-		got = append(got, drain(events)...)
-		for _, e := range got {
-			if e.Name == "x" && e.Kind == manager.EventStoreLost {
-				return true
-			}
-		}
-		return false
-	})
+	p.Release(errBoom)          // y's store call fails: y falls back
+	advance(m, mock, time.Hour) // the resync fails: the whole store is lost
+	got := drain(events)
+	require.True(t, slices.ContainsFunc(got, func(e manager.Event) bool { return e.Name == "x" && e.Kind == manager.EventStoreLost }),
+		"x's store_lost event after the failed resync: %v", got)
 	close(hs.letProbe)
 	received(t, acquired, "x's probe call")
 	m.Sync()
