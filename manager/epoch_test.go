@@ -21,17 +21,12 @@ func TestSharedLateVerdictIsFenced(t *testing.T) {
 	p := probe(t, bs[0])
 	require.NoError(t, bs[1].Reset()) // the fleet closes, in a new epoch
 	p.Release(errBoom)
-	ms[0].Sync()
-	waitFor(t, 5*time.Second, "the verdict's store call", func() bool {
-		st := sharedStatus(t, mem)
-		return !st.Opened() && st.Open == 0 && st.Probe == 0
-	})
+	ms[0].Sync()              // the failed verdict's store call
 	mock.Add(5 * time.Second) // a resync
-	waitFor(t, 5*time.Second, "both replicas closed", func() bool {
-		ms[0].Sync()
-		ms[1].Sync()
-		return bs[0].State() == breaker.Closed && bs[1].State() == breaker.Closed
-	})
+	syncAll(ms[:])
+	for _, b := range bs {
+		requireState(t, b, breaker.Closed, "after the Reset, the late verdict and a resync")
+	}
 	st := sharedStatus(t, mem)
 	assert.False(t, st.Opened(), "the late failed verdict reopened the fleet: %+v", st)
 	assert.Zero(t, st.Probe, "a lease was left behind")
@@ -54,5 +49,6 @@ func TestSharedMissedCloseIsLearnt(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, applied)
 	mock.Add(5 * time.Second) // a resync
-	waitFor(t, 5*time.Second, "replica 1 closed", func() bool { ms[1].Sync(); return bs[1].State() == breaker.Closed })
+	ms[1].Sync()
+	requireState(t, bs[1], breaker.Closed, "after a resync that read the close it missed")
 }

@@ -1,7 +1,6 @@
 package manager_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
@@ -671,25 +668,6 @@ func fuzzSeeds() []fuzzSeed {
 	return seeds
 }
 
-// corpusFile is a seed in the format go test reads from testdata/fuzz.
-func corpusFile(data []byte) []byte {
-	return fmt.Appendf(nil, "go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
-}
-
-// parseCorpusFile reads a one-argument []byte corpus file.
-func parseCorpusFile(b []byte) ([]byte, error) {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 2 || lines[0] != "go test fuzz v1" {
-		return nil, fmt.Errorf("not a one-value corpus file")
-	}
-	v, ok := strings.CutPrefix(lines[1], "[]byte(")
-	if !ok || !strings.HasSuffix(v, ")") {
-		return nil, fmt.Errorf("not a []byte value: %q", lines[1])
-	}
-	s, err := strconv.Unquote(strings.TrimSuffix(v, ")"))
-	return []byte(s), err
-}
-
 // The seed corpus in testdata/fuzz/FuzzBreakerModel is the seed scripts
 // (rewrite it with -fusebox.update-seeds), and, played against the model,
 // takes every edge of the state graph one breaker can take, along with
@@ -697,31 +675,16 @@ func parseCorpusFile(b []byte) ([]byte, error) {
 // cancelled contexts, timers of zero, deadlines approached from one
 // nanosecond before, a restart whose Init fails, the restart limit.
 func TestFuzzSeedCorpus(t *testing.T) {
-	seeds := fuzzSeeds()
-	if *updateSeeds {
-		require.NoError(t, os.MkdirAll(seedDir, 0o755))
-		for _, s := range seeds {
-			path := filepath.Join(seedDir, s.name)
-			require.NoError(t, os.WriteFile(path, corpusFile(encodeScript(s.header, s.ops)), 0o644))
-		}
+	var seeds []corpusInput
+	for _, s := range fuzzSeeds() {
+		seeds = append(seeds, corpusInput{s.name, encodeScript(s.header, s.ops)})
 	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(filepath.Join(seedDir, s.name))
-		require.NoError(t, err, "seed %s (go test ./manager -run TestFuzzSeedCorpus -fusebox.update-seeds writes it)", s.name)
-		assert.True(t, bytes.Equal(b, corpusFile(encodeScript(s.header, s.ops))), "seed %s is out of date", s.name)
-	}
-
-	files, err := os.ReadDir(seedDir)
-	require.NoError(t, err)
+	files := seedCorpus(t, seedDir, seeds, *updateSeeds, "update-seeds")
 	edges := map[pathEdge]int{}
 	var all scriptReport
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(seedDir, f.Name()))
-		require.NoError(t, err)
-		data, err := parseCorpusFile(b)
-		require.NoError(t, err, "corpus file %s", f.Name())
 		var rep scriptReport
-		t.Run(f.Name(), func(t *testing.T) { rep = runScript(t, data) })
+		t.Run(f.name, func(t *testing.T) { rep = runScript(t, f.data) })
 		for e, n := range rep.edges {
 			edges[e] += n
 		}

@@ -189,3 +189,44 @@ func requireClosed(t *testing.T, ch <-chan manager.Event, what string) {
 		}
 	}
 }
+
+// waitLimit bounds every wait of a test on something it cannot Sync: a
+// goroutine of the test, a store call the test holds, a manager on the
+// real clock. Reached only when the test fails.
+const waitLimit = 10 * time.Second
+
+// received waits until ch is closed or receives, failing the test after
+// waitLimit.
+func received(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitLimit):
+		t.Fatalf("still waiting after %v for %s", waitLimit, what)
+	}
+}
+
+// within runs f and fails the test if it has not returned after
+// waitLimit: f must not wait for the manager.
+func within(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	received(t, done, what+" to return")
+}
+
+// eventually polls cond, with short pauses, until it holds, failing the
+// test after waitLimit. It is for what a test cannot Sync: a goroutine of
+// the test (a trial call, a load of callers), the watch's goroutine
+// between subscriptions, a manager on the real clock. What a manager on
+// the mock clock does, Sync waits for.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not so within %v", what, waitLimit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

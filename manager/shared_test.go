@@ -141,20 +141,6 @@ func syncAll(ms []*manager.Manager) {
 	}
 }
 
-// eventually polls cond, with short pauses, until it holds or 5s pass: for
-// what happens outside the managers (a trial call the test runs on its own
-// goroutine), never for what a manager does.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not so within 5s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func allIn(bs []*manager.Breaker, st breaker.State) func() bool {
 	return func() bool {
 		for _, b := range bs {

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,4 +96,59 @@ func TestSharedStoreDownOnlyOnceTheFallbackApplies(t *testing.T) {
 		assert.ErrorIs(t, err, breaker.ErrOpen, "StoreDown read true before FailClosed declined calls")
 	}()
 	<-done
+}
+
+// Events of a shared breaker losing or regaining its store say the state
+// the breaker is in, with its generation: they come in the order of the
+// breaker's transitions. Here the store is lost, as a resync finds, while a
+// caller of breaker x, which has just taken x's probe, waits for the
+// store's probe lease. (y's failed call alone would not take x down: one
+// breaker's store error is that breaker's problem.)
+func TestFaultSharedStoreEventsInOrder(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	hs := newHeldStore(mem)
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, StoreTimeout: time.Hour, Resync: time.Hour})
+	t.Cleanup(m.Stop)
+	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: recover.BasicTimeout{Open: time.Second}, Store: hs}
+	x := register(t, m, "x", cfg)
+	y := register(t, m, "y", cfg)
+	events, unsubscribe := m.Subscribe(1024)
+	defer unsubscribe()
+
+	fail(t, x, 1)
+	m.Sync()
+	st, err := mem.Status(context.Background(), []string{"x"})
+	require.NoError(t, err)
+	require.Positive(t, st[0].Open, "x's opening in the store")
+	advance(m, mock, time.Second)
+	requireState(t, x, breaker.HalfOpen, "after its open period")
+	hs.holdProbe.Store(true)
+	acquired := make(chan struct{})
+	go func() {
+		defer close(acquired)
+		if p, err := x.Acquire(context.Background()); err == nil {
+			p.Release(nil)
+		}
+	}()
+	received(t, hs.probing, "x's probe to ask for the lease")
+	hs.cut.Store(true)
+	p, err := y.Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errBoom)          // y's store call fails: y falls back
+	advance(m, mock, time.Hour) // the resync fails: the whole store is lost
+	got := drain(events)
+	require.True(t, slices.ContainsFunc(got, func(e manager.Event) bool { return e.Name == "x" && e.Kind == manager.EventStoreLost }),
+		"x's store_lost event after the failed resync: %v", got)
+	close(hs.letProbe)
+	received(t, acquired, "x's probe call")
+	m.Sync()
+	got = append(got, drain(events)...)
+
+	paths := newPathChecker()
+	for _, e := range got {
+		if e.Name == "x" {
+			assert.NoError(t, paths.feed(e))
+		}
+	}
 }

@@ -111,6 +111,18 @@ func (b *memBreaker) window(p Policy, now time.Time, failures int64, successes [
 
 // RecordFailure implements Store.
 func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
+	return m.record(ctx, name, p, 1, successes)
+}
+
+// RecordSuccess implements Store.
+func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
+	return m.record(ctx, name, p, 0, successes)
+}
+
+// record is RecordFailure (one failure) and RecordSuccess (none): it adds
+// the failure and the successes to the breaker's shared run or window, and
+// answers with the verdict.
+func (m *Memory) record(ctx context.Context, name string, p Policy, failures int64, successes []int64) (Verdict, error) {
 	if err := ctx.Err(); err != nil {
 		return Verdict{}, err
 	}
@@ -120,20 +132,34 @@ func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, succe
 	b := m.entry(name)
 	var v Verdict
 	if p.window() {
-		v.Calls, v.Failures = b.window(p, now, 1, successes)
+		v.Calls, v.Failures = b.window(p, now, failures, successes)
 	} else {
-		if !now.Before(b.failuresTo) {
-			b.failures, b.reporters = 0, nil
-		}
-		b.failures++
-		b.failuresTo = now.Add(DefaultFailureTTL)
-		v.Failures = b.failures
+		v.Failures = b.run(now, failures > 0)
 	}
-	if p.Quorum > 1 {
-		b.report(p, now, 1+sum(successes), 1, &v)
+	if p.Quorum > 1 && (failures > 0 || p.window()) {
+		calls := failures
+		if p.window() {
+			calls += sum(successes)
+		}
+		b.report(p, now, calls, failures, &v)
 	}
 	v.Status = b.status(now)
 	return v, nil
+}
+
+// run adds a call to the shared run of consecutive failures and returns
+// the run's length: a failure lengthens it (one DefaultFailureTTL or more
+// after the run's last failure starts a new run), a success ends it, and
+// with it the list of the processes that reported it.
+func (b *memBreaker) run(now time.Time, failed bool) int64 {
+	if !failed || !now.Before(b.failuresTo) {
+		b.failures, b.reporters = 0, nil
+	}
+	if failed {
+		b.failures++
+		b.failuresTo = now.Add(DefaultFailureTTL)
+	}
+	return b.failures
 }
 
 // report files what p.Reporter reported now (failures of them failed, of
@@ -171,28 +197,6 @@ func (b *memBreaker) report(p Policy, now time.Time, calls, failures int64, v *V
 	}
 	top := rule.Largest(shares, p.Quorum)
 	v.LargestCalls, v.LargestFailures = top.Calls, top.Failures
-}
-
-// RecordSuccess implements Store.
-func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
-	if err := ctx.Err(); err != nil {
-		return Verdict{}, err
-	}
-	now := m.clk.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := m.entry(name)
-	var v Verdict
-	if p.window() {
-		v.Calls, v.Failures = b.window(p, now, 0, successes)
-		if p.Quorum > 1 {
-			b.report(p, now, sum(successes), 0, &v)
-		}
-	} else {
-		b.failures, b.reporters = 0, nil
-	}
-	v.Status = b.status(now)
-	return v, nil
 }
 
 // Open implements Store.

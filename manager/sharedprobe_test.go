@@ -1,0 +1,230 @@
+package manager_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// startFleet starts n managers on mock sharing "svc" through mem, each
+// with Recover r, and stops them when the test ends.
+func startFleet(t *testing.T, n int, mock *clock.Mock, mem *store.Memory, r fixedPeriods) ([]*manager.Manager, []*manager.Breaker) {
+	t.Helper()
+	var ms []*manager.Manager
+	var bs []*manager.Breaker
+	for range n {
+		m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
+		t.Cleanup(m.Stop)
+		b, err := m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: r, Store: mem})
+		require.NoError(t, err)
+		ms, bs = append(ms, m), append(bs, b)
+	}
+	syncFleet(ms)
+	return ms, bs
+}
+
+// A manager that did not go through the open state itself (it joined a
+// half-open fleet, or heard of an opening whose period was over) takes the
+// probe lease for its Recover's probe time, not for a default: a probe that
+// hangs holds the fleet for that time only.
+func TestSharedJoinerLeaseIsItsProbeTime(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	r := fixedPeriods{open: time.Second, probe: time.Second}
+	ms, bs := startFleet(t, 1, mock, mem, r)
+	p, err := bs[0].Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errSharedBoom)
+	syncFleet(ms)
+	mock.Add(time.Second)
+	syncFleet(ms)
+
+	// A replica joins the half-open fleet and probes.
+	joined, bj := startFleet(t, 1, mock, mem, r)
+	ms = append(ms, joined...)
+	require.Equal(t, breaker.HalfOpen, bj[0].State())
+	p, err = bj[0].Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, p.Probe())
+	syncFleet(ms)
+	st, err := mem.Status(context.Background(), []string{"svc"})
+	require.NoError(t, err)
+	assert.Equal(t, r.probe, st[0].Probe, "the lease is the Recover's probe time")
+	assert.Equal(t, mock.Now().Add(r.probe), bj[0].Snapshot().Until, "the probe's time is the Recover's")
+}
+
+// A manager whose probe's time (and lease) ran out is no longer the
+// lease's holder, though its probe's permit is not released yet: refused
+// by another manager's lease, it follows that lease, and the lease given
+// back (an ignored probe) leaves it half-open, as the fleet is, instead of
+// declining every call until that lease's end.
+func TestSharedRanOutProberFollowsAnothersLease(t *testing.T) {
+	mock := clock.NewMock()
+	ms, bs := startFleet(t, 2, mock, store.NewMemory(mock), fixedPeriods{open: time.Second, probe: time.Second})
+	p, err := bs[0].Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errSharedBoom)
+	syncFleet(ms)
+	mock.Add(time.Second)
+	syncFleet(ms)
+	p0, err := bs[0].Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, p0.Probe())
+	syncFleet(ms)
+	mock.Add(time.Second) // manager 0's lease runs out; its probe never answers
+	syncFleet(ms)
+	require.Equal(t, breaker.HalfOpen, bs[0].State())
+	p1, err := bs[1].Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, p1.Probe())
+	syncFleet(ms)
+	_, err = bs[0].Acquire(context.Background())
+	require.ErrorIs(t, err, breaker.ErrOpen, "manager 1 holds the lease")
+	syncFleet(ms)
+
+	p1.ReleaseOutcome(classify.Ignore) // the lease is given back: the fleet is half-open
+	syncFleet(ms)
+	assert.Equal(t, breaker.HalfOpen, bs[1].State())
+	assert.Equal(t, breaker.HalfOpen, bs[0].State(), "manager 0 follows the lease given back")
+	p, err = bs[0].Acquire(context.Background())
+	if assert.NoError(t, err, "manager 0's caller may probe") {
+		assert.True(t, p.Probe())
+	}
+}
+
+// resolveThenSync is the memory store, with a hook run after each
+// Resolve, before the manager that called it goes on: it makes an
+// interleaving the manager's loop may make by itself.
+type resolveThenSync struct {
+	*store.Memory
+	after func()
+}
+
+func (r *resolveThenSync) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (store.Status, bool, error) {
+	st, applied, err := r.Memory.Resolve(ctx, name, token, epoch, o, reopen)
+	if r.after != nil {
+		r.after()
+	}
+	return st, applied, err
+}
+
+// A probe's success or ignore is applied in the store before the breaker
+// changes here, and the store delivers its change to this process's watch
+// before Resolve returns. Even when the loop takes that change before the
+// caller applies the verdict (here made certain by a Sync in between; the
+// loop may do it by itself on a busy machine), the breaker moves by the
+// probe's verdict (cause probe, with its outcome), and the probe's release
+// is not stale.
+func TestSharedProbeVerdictBeforeItsOwnChange(t *testing.T) {
+	for _, tc := range []struct {
+		outcome classify.Outcome
+		to      breaker.State
+	}{{classify.Success, breaker.Closed}, {classify.Ignore, breaker.HalfOpen}} {
+		t.Run(tc.outcome.String(), func(t *testing.T) {
+			pf := startHookedProber(t)
+			m, b, hooked, ms, p := pf.m, pf.b, pf.hooked, pf.ms, pf.probe
+			events, unsubscribe := m.Subscribe(16)
+			defer unsubscribe()
+
+			hooked.after = m.Sync
+			p.ReleaseOutcome(tc.outcome)
+			hooked.after = nil
+			syncFleet(ms)
+			require.Equal(t, tc.to, b.State())
+			evs := drainEvents(events)
+			require.NotEmpty(t, evs)
+			last := evs[len(evs)-1]
+			assert.Equal(t, breaker.Transition{From: breaker.Probing, To: tc.to}, last.Transition)
+			assert.Equal(t, breaker.CauseProbe, last.Cause, "the probe's verdict moved the breaker")
+			assert.Equal(t, tc.outcome, last.Outcome)
+			assert.Zero(t, b.Stats().Stale, "the probe's release is not stale")
+		})
+	}
+}
+
+// hookedProber is a fleet of two managers on a memory store whose first,
+// m, reaches the store through hooked and holds the probe's permit.
+type hookedProber struct {
+	m      *manager.Manager
+	b      *manager.Breaker
+	hooked *resolveThenSync
+	ms     []*manager.Manager // both managers, the other first
+	others []*manager.Breaker // the other manager's breaker
+	probe  manager.Permit
+}
+
+// startHookedProber trips the fleet through m, lets the open period end
+// and takes the probe on m.
+func startHookedProber(t *testing.T) hookedProber {
+	t.Helper()
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	pf := hookedProber{hooked: &resolveThenSync{Memory: mem}}
+	pf.m = manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
+	t.Cleanup(pf.m.Stop)
+	var err error
+	pf.b, err = pf.m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: fixedPeriods{open: time.Second, probe: time.Second}, Store: pf.hooked})
+	require.NoError(t, err)
+	pf.ms, pf.others = startFleet(t, 1, mock, mem, fixedPeriods{open: time.Second, probe: time.Second})
+	pf.ms = append(pf.ms, pf.m)
+
+	p, err := pf.b.Acquire(context.Background())
+	require.NoError(t, err)
+	p.Release(errSharedBoom)
+	syncFleet(pf.ms)
+	mock.Add(time.Second)
+	syncFleet(pf.ms)
+	pf.probe, err = pf.b.Acquire(context.Background())
+	require.NoError(t, err)
+	require.True(t, pf.probe.Probe())
+	syncFleet(pf.ms)
+	return pf
+}
+
+// drainEvents returns the events already waiting in ch, without blocking.
+func drainEvents(ch <-chan manager.Event) []manager.Event {
+	var evs []manager.Event
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return evs
+			}
+			evs = append(evs, e)
+		default:
+			return evs
+		}
+	}
+}
+
+// While a caller applies its probe's verdict, its manager's loop follows
+// no store change of the breaker, so that the verdict's own change does not
+// move it first. A change another manager makes in that window (here a
+// ForceOpen, made certain to fall in it by the hook) waits for the verdict
+// and is followed then, not dropped until the next resync.
+func TestSharedChangeDuringAVerdictIsFollowed(t *testing.T) {
+	pf := startHookedProber(t)
+	m, b, hooked, ms, others, p := pf.m, pf.b, pf.hooked, pf.ms, pf.others, pf.probe
+
+	hooked.after = func() {
+		// The probe closed the fleet; another manager forces it open
+		// before the prober has applied its verdict.
+		require.NoError(t, others[0].ForceOpen())
+		m.Sync()
+	}
+	p.Release(nil)
+	hooked.after = nil
+	syncFleet(ms)
+	s := b.Snapshot()
+	assert.Equal(t, breaker.Open, s.State, "the prober follows the forcing it heard of")
+	assert.True(t, s.Forced)
+}
