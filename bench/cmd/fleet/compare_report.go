@@ -324,11 +324,11 @@ func (r compareReport) chart() []byte {
 		// The axes and their ticks.
 		p(`<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#444"/>`+"\n", left, y0, left, y0+panelH)
 		p(`<line x1="%d" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#444"/>`+"\n", left, y0+panelH, float64(width-right), y0+panelH)
+		ticks := []int{0}
 		for d := 0.0; d <= decades; d++ {
-			v := int(math.Pow(10, d))
-			if d == 0 {
-				v = 0
-			}
+			ticks = append(ticks, int(math.Pow(10, d)))
+		}
+		for _, v := range ticks {
 			yy := y(v)
 			p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/>`, left, yy, width-right, yy)
 			p(`<text x="%d" y="%.1f" text-anchor="end" fill="#444">%s</text>`+"\n", left-6, yy+4, thousands(int64(v)))
