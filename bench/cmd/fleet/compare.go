@@ -50,7 +50,7 @@ func parseCompareFlags(args []string, log io.Writer) (compareOptions, error) {
 	fs.DurationVar(&o.open, "open", 200*time.Millisecond, "every breaker's open period")
 	fs.DurationVar(&o.fail, "fail", 2*time.Second, "how long the service fails")
 	fs.DurationVar(&o.after, "after", 5*time.Second, "how long the run goes on after the service recovers (a column a second)")
-	fs.DurationVar(&o.warm, "warm", 500*time.Millisecond, "healthy calls before the healthy window")
+	fs.DurationVar(&o.warm, "warm", 2*time.Second, "healthy calls before the healthy window (the children's start settles)")
 	fs.DurationVar(&o.healthy, "healthy", 1500*time.Millisecond, "the healthy window: latencies and Redis commands")
 	fs.DurationVar(&o.lockRetry, "lock-retry", 2*time.Millisecond, "the gobreaker store's mean wait before it asks again for a held lock")
 	fs.StringVar(&o.doc, "doc", "", "write the table into this file, between its markers (docs/fleet.md), and the chart beside it")
@@ -257,6 +257,7 @@ func runScenario(ctx context.Context, o compareOptions, svc *service, lib string
 		s.stats.Sent += st.Sent
 		s.stats.Calls += st.Calls
 		s.stats.Declined += st.Declined
+		s.stats.StoreErrors += st.StoreErrors
 	}
 	s.arrivals = svc.take()
 	s.opens, s.trials = g.take()

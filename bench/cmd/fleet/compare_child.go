@@ -69,6 +69,8 @@ type guard interface {
 	call(do func() error) (ran, trial bool)
 	// sent is the Redis commands the breaker's client has sent so far.
 	sent() int64
+	// storeErrors is the store calls that failed so far.
+	storeErrors() int64
 	close()
 }
 
@@ -83,9 +85,10 @@ type childStatsCompare struct {
 	Own     []int64 `json:"own"`
 	// Sent is the Redis commands the breaker's client sent while the
 	// parent measured.
-	Sent     int64 `json:"sent"`
-	Calls    int64 `json:"calls"`    // calls asked of the breaker
-	Declined int64 `json:"declined"` // calls the breaker did not let through
+	Sent        int64 `json:"sent"`
+	Calls       int64 `json:"calls"`       // calls asked of the breaker
+	Declined    int64 `json:"declined"`    // calls the breaker did not let through
+	StoreErrors int64 `json:"storeErrors"` // store calls that failed, over the whole run
 }
 
 // compareChildMain runs a side-by-side child: it builds its breaker, says
@@ -245,6 +248,7 @@ func (c *caller) stop() childStatsCompare {
 	<-c.done
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.st.StoreErrors = c.g.storeErrors()
 	return c.st
 }
 
@@ -337,6 +341,8 @@ func (g *fuseboxGuard) call(do func() error) (ran, trial bool) {
 
 func (g *fuseboxGuard) sent() int64 { return sumCounts(g.count) }
 
+func (g *fuseboxGuard) storeErrors() int64 { return int64(g.b.Stats().StoreErrors) }
+
 func (g *fuseboxGuard) close() {
 	g.m.Stop()
 	g.events.Wait()
@@ -369,17 +375,27 @@ type gobreakerGuard struct {
 	execute func(func() (struct{}, error)) (struct{}, error)
 	client  *redis.Client
 	count   *counter
+	errs    atomic.Int64
 }
 
 func (g *gobreakerGuard) call(do func() error) (ran, trial bool) {
-	_, _ = g.execute(func() (struct{}, error) {
+	var callErr error
+	_, err := g.execute(func() (struct{}, error) {
 		ran, trial = true, g.state() == gobreaker.StateHalfOpen
-		return struct{}{}, do()
+		callErr = do()
+		return struct{}{}, callErr
 	})
+	// An error that is neither the call's nor the breaker's refusal is
+	// the store's: the lock, or the state's read or write.
+	if err != nil && err != callErr && !errors.Is(err, gobreaker.ErrOpenState) && !errors.Is(err, gobreaker.ErrTooManyRequests) {
+		g.errs.Add(1)
+	}
 	return ran, trial
 }
 
 func (g *gobreakerGuard) sent() int64 { return sumCounts(g.count) }
+
+func (g *gobreakerGuard) storeErrors() int64 { return g.errs.Load() }
 
 func (g *gobreakerGuard) close() {
 	if g.client != nil {
@@ -400,8 +416,9 @@ func (g *failsafeGuard) call(do func() error) (ran, trial bool) {
 	return ran, trial
 }
 
-func (g *failsafeGuard) sent() int64 { return 0 }
-func (g *failsafeGuard) close()      {}
+func (g *failsafeGuard) sent() int64        { return 0 }
+func (g *failsafeGuard) storeErrors() int64 { return 0 }
+func (g *failsafeGuard) close()             {}
 
 func sumCounts(c *counter) int64 {
 	if c == nil {

@@ -204,7 +204,7 @@ func (r compareReport) markdown() string {
 				continue
 			}
 			res := analyseScenario(s)
-			reached := "no breaker opened"
+			reached := fmt.Sprintf("%s / – (no breaker opened)", thousands(int64(res.before)))
 			if res.opened {
 				reached = fmt.Sprintf("%s / **%s**", thousands(int64(res.before)), thousands(int64(res.after)))
 			}
@@ -225,7 +225,11 @@ func (r compareReport) markdown() string {
 				added = fmt.Sprintf("**%s** / **%s**", dur(res.own[0]), dur(res.own[1]))
 				direct = fmt.Sprintf("%s / %s; %s / %s", dur(res.through[0]), dur(res.through[1]), dur(res.direct[0]), dur(res.direct[1]))
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", s.lib, reached, trials, strings.Join(secs, ", "), cmds, added, direct)
+			name := s.lib
+			if s.stats.StoreErrors > 0 {
+				name += fmt.Sprintf(" (%s store errors)", thousands(s.stats.StoreErrors))
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", name, reached, trials, strings.Join(secs, ", "), cmds, added, direct)
 		}
 		p("\n")
 	}
