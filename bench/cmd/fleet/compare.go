@@ -165,6 +165,7 @@ type scenario struct {
 	// commandstats, INFO left out), the commands scripts call inside
 	// included.
 	windowCalls int64
+	window      time.Duration // the healthy window's length
 	ran         int64
 	stats       childStatsCompare // every child's, merged
 }
@@ -180,7 +181,7 @@ type trialCall struct {
 // breaker, the children; healthy calls (warm, then the measured window);
 // the service fails for o.fail; the run goes on for o.after.
 func runScenario(ctx context.Context, o compareOptions, svc *service, lib string, n int, log io.Writer) (scenario, error) {
-	s := scenario{lib: lib, processes: n, pace: o.pace, open: o.open, after: o.after}
+	s := scenario{lib: lib, processes: n, pace: o.pace, open: o.open, after: o.after, window: o.healthy}
 	cfg := compareChildConfig{Lib: lib, Service: svc.url, Pace: o.pace, Open: o.open, LockRetry: o.lockRetry}
 	var srv *server
 	if libShared(lib) {

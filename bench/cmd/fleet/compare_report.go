@@ -29,6 +29,11 @@ type compareResult struct {
 	// recovered; offered is what the fleet asks for in a second.
 	perSecond []int
 	offered   float64
+	// goodTrial is how long after the service recovered the first trial
+	// call that it answered began (-1: none did), and halfBack how long
+	// after it the first 50ms began in which the service saw at least
+	// half as many calls as in 50ms of the healthy window (-1: never).
+	goodTrial, halfBack time.Duration
 	// sentPerCall and ranPerCall are the Redis commands per call through
 	// a breaker in the healthy window: what the breakers' clients sent,
 	// and what Redis ran (the commands scripts call inside included).
@@ -93,6 +98,22 @@ func analyseScenario(s scenario) compareResult {
 	for _, a := range s.arrivals {
 		if d := a.at - s.failUntil; d >= 0 && d < int64(seconds)*int64(time.Second) {
 			r.perSecond[d/int64(time.Second)]++
+		}
+	}
+	r.goodTrial, r.halfBack = -1, -1
+	for _, t := range trials {
+		if t.ok && t.at >= s.failUntil {
+			r.goodTrial = time.Duration(t.at - s.failUntil)
+			break
+		}
+	}
+	if s.windowCalls > 0 && s.window > 0 {
+		half := float64(s.windowCalls) * float64(chartBucket) / float64(s.window) / 2
+		for i, c := range timeline(s.arrivals, s.failUntil, s.failUntil+s.after.Nanoseconds(), chartBucket) {
+			if float64(c) >= half {
+				r.halfBack = time.Duration(i) * chartBucket
+				break
+			}
 		}
 	}
 	if s.pace > 0 {
@@ -184,6 +205,7 @@ func (r compareReport) markdown() string {
 	p("*reached the failing service*: calls through a breaker that the service answered while it failed, before the first opening in any process and from it on, trial calls included; ")
 	p("*trial calls per period end*: trial calls (in the half-open state) across the fleet, those within half an open period of each other counted as one period end's: the mean, the fewest and most, and how many period ends; ")
 	p("*each second after recovery*: calls through a breaker that the service saw in each of the first %d seconds after it recovered (the fleet asks for the figure in the header); ", int(o.after/time.Second))
+	p("*back after recovery*: how long after the service recovered the first trial call it answered began, and the first 50ms began in which the service saw at least half as many calls through the breakers as in 50ms of the healthy window; ")
 	p("*Redis commands per healthy call*: commands the breakers' Redis clients sent in the healthy window, per call through a breaker, and in brackets those Redis ran (INFO commandstats, the commands scripts call inside included); ")
 	p("*added latency*: the breaker's own part of a healthy call through it, at p50 and p99: the call through the breaker less the time inside the service call it wraps, which is what the same call made directly takes; ")
 	p("*a healthy call*: p50 / p99 of the calls through the breaker, and of the direct calls made beside them (each child alternates which goes first), on a machine whose other work shows in the p99s.\n\n")
@@ -193,14 +215,14 @@ func (r compareReport) markdown() string {
 	for _, n := range o.processes {
 		offered := float64(n) * float64(time.Second) / float64(o.pace)
 		p("**%d processes** (the fleet asks for %s calls a second):\n\n", n, num(offered))
-		p("| breaker | reached the failing service: before / after the first opening | trial calls per period end: mean (fewest–most), period ends | each second after recovery: 1st, 2nd, … | Redis commands per healthy call: sent (run) | added latency p50 / p99 | a healthy call p50 / p99: through the breaker; direct |\n")
-		p("|---|--:|---|---|--:|---|---|\n")
+		p("| breaker | reached the failing service: before / after the first opening | trial calls per period end: mean (fewest–most), period ends | each second after recovery: 1st, 2nd, … | back after recovery: a good trial, half the calls | Redis commands per healthy call: sent (run) | added latency p50 / p99 | a healthy call p50 / p99: through the breaker; direct |\n")
+		p("|---|--:|---|---|---|--:|---|---|\n")
 		for _, s := range r.runs {
 			if s.processes != n {
 				continue
 			}
 			if s.failed != "" {
-				p("| %s | failed: %s | | | | | |\n", s.lib, strings.ReplaceAll(s.failed, "|", "/"))
+				p("| %s | failed: %s | | | | | | |\n", s.lib, strings.ReplaceAll(s.failed, "|", "/"))
 				continue
 			}
 			res := analyseScenario(s)
@@ -229,7 +251,13 @@ func (r compareReport) markdown() string {
 			if s.stats.StoreErrors > 0 {
 				name += fmt.Sprintf(" (%s store errors)", thousands(s.stats.StoreErrors))
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s |\n", name, reached, trials, strings.Join(secs, ", "), cmds, added, direct)
+			back := func(d time.Duration) string {
+				if d < 0 {
+					return "never"
+				}
+				return dur(d)
+			}
+			p("| %s | %s | %s | %s | %s, %s | %s | %s | %s |\n", name, reached, trials, strings.Join(secs, ", "), back(res.goodTrial), back(res.halfBack), cmds, added, direct)
 		}
 		p("\n")
 	}

@@ -26,7 +26,7 @@ func TestAnalyseScenario(t *testing.T) {
 			{t0 + 460*ms, false},
 			{t0 + 2050*ms, true}, {t0 + 2060*ms, true},
 		},
-		windowCalls: 400, ran: 100,
+		windowCalls: 400, window: 2 * time.Second, ran: 100,
 		stats: childStatsCompare{
 			Sent:    50,
 			Through: []int64{110, 120, 130, 140},
@@ -60,6 +60,10 @@ func TestAnalyseScenario(t *testing.T) {
 		{"direct p99", r.direct[1], time.Duration(120)},
 		{"own p50, p99", r.own, [2]time.Duration{2, 4}},
 		{"timed", r.timed, 4},
+		{"the first good trial after recovery", r.goodTrial, 50 * time.Millisecond},
+		// 400 calls in 2s are 10 in 50ms; no 50ms after recovery has
+		// the 5 that are half of them
+		{"half the calls back", r.halfBack, time.Duration(-1)},
 	}
 	for _, c := range checks {
 		if !equalAny(c.got, c.want) {
@@ -129,7 +133,7 @@ func madeUp() compareReport {
 	run := func(lib string) scenario {
 		s := scenario{lib: lib, processes: 2, pace: o.pace, open: o.open, after: o.after, failFrom: t0, failUntil: t0 + 1000*ms,
 			opens: []int64{t0 + 40*ms}, trials: []trialCall{{t0 + 240*ms, false}, {t0 + 1040*ms, true}},
-			windowCalls: 200, ran: 900, stats: childStatsCompare{Sent: 800, Through: []int64{2e5}, Direct: []int64{1e5}, Own: []int64{1e5}}}
+			windowCalls: 200, window: time.Second, ran: 900, stats: childStatsCompare{Sent: 800, Through: []int64{2e5}, Direct: []int64{1e5}, Own: []int64{1e5}}}
 		for at := -500 * ms; at < 3000*ms; at += 10 * ms {
 			s.arrivals = append(s.arrivals, arrival{at: t0 + at, failed: at >= 0 && at < 1000*ms})
 		}
@@ -142,8 +146,8 @@ func TestCompareMarkdown(t *testing.T) {
 	text := madeUp().markdown()
 	for _, want := range []string{
 		"**2 processes** (the fleet asks for 200 calls a second)",
-		"| fusebox | 4 / **96** | **1** (1–1), 2 ends | 100, 100 | – | **100 µs** / **100 µs** | 200 µs / 200 µs; 100 µs / 100 µs |",
-		"| gobreaker DistributedCircuitBreaker | 4 / **96** | **1** (1–1), 2 ends | 100, 100 | 4 (4.5) |",
+		"| fusebox | 4 / **96** | **1** (1–1), 2 ends | 100, 100 | 40 ms, 0 µs | – | **100 µs** / **100 µs** | 200 µs / 200 µs; 100 µs / 100 µs |",
+		"| gobreaker DistributedCircuitBreaker | 4 / **96** | **1** (1–1), 2 ends | 100, 100 | 40 ms, 0 µs | 4 (4.5) |",
 		"| x | failed: a / b |",
 		"(fleet-compare.svg)",
 		"cd bench && go run ./cmd/fleet compare\n",
