@@ -259,6 +259,7 @@ func runScenario(ctx context.Context, o compareOptions, svc *service, lib string
 		s.stats.Calls += st.Calls
 		s.stats.Declined += st.Declined
 		s.stats.StoreErrors += st.StoreErrors
+		s.stats.StoreErrorsEarly += st.StoreErrorsEarly
 	}
 	s.arrivals = svc.take()
 	s.opens, s.trials = g.take()

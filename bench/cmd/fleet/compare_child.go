@@ -89,6 +89,9 @@ type childStatsCompare struct {
 	Calls       int64 `json:"calls"`       // calls asked of the breaker
 	Declined    int64 `json:"declined"`    // calls the breaker did not let through
 	StoreErrors int64 `json:"storeErrors"` // store calls that failed, over the whole run
+	// StoreErrorsEarly is those that failed before the healthy window,
+	// while the children started.
+	StoreErrorsEarly int64 `json:"storeErrorsEarly"`
 }
 
 // compareChildMain runs a side-by-side child: it builds its breaker, says
@@ -235,6 +238,7 @@ func (c *caller) timing(on bool) {
 	defer c.mu.Unlock()
 	if on && !c.timed {
 		c.sentSince = c.g.sent()
+		c.st.StoreErrorsEarly = c.g.storeErrors()
 	}
 	if !on && c.timed {
 		c.st.Sent += c.g.sent() - c.sentSince

@@ -207,6 +207,7 @@ func (r compareReport) markdown() string {
 	p("*each second after recovery*: calls through a breaker that the service saw in each of the first %d seconds after it recovered (the fleet asks for the figure in the header); ", int(o.after/time.Second))
 	p("*back after recovery*: how long after the service recovered the first trial call it answered began, and the first 50ms began in which the service saw at least half as many calls through the breakers as in 50ms of the healthy window; ")
 	p("*Redis commands per healthy call*: commands the breakers' Redis clients sent in the healthy window, per call through a breaker, and in brackets those Redis ran (INFO commandstats, the commands scripts call inside included); ")
+	p("*store errors*: store calls that failed (fusebox: `Stats().StoreErrors`; the gobreaker store: an error of the breaker's call that was neither the service's nor a refusal), over the whole run, and those of them before the healthy window, while the children started; ")
 	p("*added latency*: the breaker's own part of a healthy call through it, at p50 and p99: the call through the breaker less the time inside the service call it wraps, which is what the same call made directly takes; ")
 	p("*a healthy call*: p50 / p99 of the calls through the breaker, and of the direct calls made beside them (each child alternates which goes first), on a machine whose other work shows in the p99s.\n\n")
 	if r.loadBefore != "" {
@@ -249,7 +250,7 @@ func (r compareReport) markdown() string {
 			}
 			name := s.lib
 			if s.stats.StoreErrors > 0 {
-				name += fmt.Sprintf(" (%s store errors)", thousands(s.stats.StoreErrors))
+				name += fmt.Sprintf(" (%s store errors, %s of them before the healthy window)", thousands(s.stats.StoreErrors), thousands(s.stats.StoreErrorsEarly))
 			}
 			back := func(d time.Duration) string {
 				if d < 0 {
