@@ -42,7 +42,6 @@ type compareResult struct {
 	// own part of a call through it, at p50 and p99.
 	through, direct, own [2]time.Duration
 	timed                int // healthy calls timed
-	declinedHealthy      bool
 }
 
 // analyseScenario reads a scenario's reports.
