@@ -18,6 +18,9 @@ type compareResult struct {
 	// fleet's first opening and from it on (trial calls included).
 	opened        bool
 	before, after int
+	// lateOpens is the openings in any process more than half an open
+	// period after the service recovered, when no call failed any more.
+	lateOpens int
 	// periodEnds is how many period ends had trial calls, across the
 	// fleet: the trials within half an open period of a period end's
 	// first are that end's. trialsMean, trialsMin and trialsMax are the
@@ -52,6 +55,11 @@ func analyseScenario(s scenario) compareResult {
 		first = min(first, at)
 	}
 	r.opened = len(s.opens) > 0
+	for _, at := range s.opens {
+		if at > s.failUntil+s.open.Nanoseconds()/2 {
+			r.lateOpens++
+		}
+	}
 	for _, a := range s.arrivals {
 		if !a.failed {
 			continue
@@ -250,6 +258,9 @@ func (r compareReport) markdown() string {
 			name := s.lib
 			if s.stats.StoreErrors > 0 {
 				name += fmt.Sprintf(" (%s store errors, %s of them before the healthy window)", thousands(s.stats.StoreErrors), thousands(s.stats.StoreErrorsEarly))
+			}
+			if res.lateOpens > 0 {
+				name += fmt.Sprintf(" (%d openings after the recovery)", res.lateOpens)
 			}
 			back := func(d time.Duration) string {
 				if d < 0 {

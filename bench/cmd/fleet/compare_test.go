@@ -19,7 +19,7 @@ func TestAnalyseScenario(t *testing.T) {
 	s := scenario{
 		lib: libFusebox, processes: 4, pace: 10 * time.Millisecond, open: 200 * time.Millisecond, after: 3 * time.Second,
 		failFrom: t0, failUntil: t0 + 2000*ms,
-		opens: []int64{t0 + 60*ms, t0 + 50*ms, t0 + 70*ms},
+		opens: []int64{t0 + 60*ms, t0 + 50*ms, t0 + 70*ms, t0 + 2050*ms, t0 + 2101*ms},
 		trials: []trialCall{
 			// reported out of order; three at the first period end
 			{t0 + 260*ms, false}, {t0 + 250*ms, false}, {t0 + 330*ms, false},
@@ -46,6 +46,7 @@ func TestAnalyseScenario(t *testing.T) {
 		got, want any
 	}{
 		{"opened", r.opened, true},
+		{"openings more than 100ms after the recovery", r.lateOpens, 1},
 		{"before the first opening (at 50ms)", r.before, 2},
 		{"from the first opening on", r.after, 3},
 		{"period ends", r.periodEnds, 3},
