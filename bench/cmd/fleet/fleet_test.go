@@ -23,6 +23,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if raw, ok := os.LookupEnv(compareChildEnv); ok {
+		if err := compareChildMain(raw); err != nil {
+			os.Stderr.WriteString("fleet compare child: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 

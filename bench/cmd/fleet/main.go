@@ -7,6 +7,7 @@
 //	go run ./cmd/fleet                                  # the matrix, printed
 //	go run ./cmd/fleet -doc ../docs/fleet.md            # the matrix, written into the guide
 //	go run ./cmd/fleet -managers 10 -breakers 1000      # one configuration
+//	go run ./cmd/fleet compare -doc ../docs/fleet.md    # the breakers side by side
 //
 // It starts redis-server from PATH on a loopback port, then, for every
 // configuration of N managers and K breakers, starts the managers in child
@@ -41,6 +42,18 @@
 //
 // Configurations of more than -max-pairs managers x breakers are left out
 // (the default leaves out 100 x 10,000; -max-pairs 0 runs every one).
+//
+// "fleet compare" runs the breakers side by side instead (compare.go): N
+// child processes call one loopback HTTP service that fails for a while
+// and then recovers, each through a breaker of one library at a time (a
+// fusebox breaker per process, a fusebox breaker shared through
+// redisstore, a gobreaker breaker per process, gobreaker's
+// DistributedCircuitBreaker on Redis, a failsafe-go breaker per process),
+// all opening after 5 failures in a row for 200ms and closing on one
+// trial call; it counts the calls that reached the failing service, the
+// trial calls at each period end, the calls after the recovery, the Redis
+// commands per healthy call and a healthy call's added latency, and with
+// -doc writes the table into docs/fleet.md and its chart beside it.
 package main
 
 import (
@@ -62,6 +75,13 @@ func main() {
 	if raw, ok := os.LookupEnv(childEnv); ok {
 		if err := childMain(raw); err != nil {
 			fmt.Fprintln(os.Stderr, "fleet child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if raw, ok := os.LookupEnv(compareChildEnv); ok {
+		if err := compareChildMain(raw); err != nil {
+			fmt.Fprintln(os.Stderr, "fleet compare child:", err)
 			os.Exit(1)
 		}
 		return
@@ -167,6 +187,9 @@ func (o options) resyncOf() time.Duration {
 }
 
 func run(ctx context.Context, args []string, stdout, log io.Writer) error {
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(ctx, args[1:], stdout, log)
+	}
 	o, err := parseFlags(args, log)
 	if err != nil {
 		return err
