@@ -68,6 +68,12 @@ type shared struct {
 	pending *pending // window: successes not reported yet, counted lock-free
 	errors  atomic.Uint64
 
+	// reported is closed when the failure reports on their way end (one
+	// report and those of the failures folded into it meanwhile): the
+	// callers whose failures were folded wait for it. Guarded by mu; nil
+	// while none is on its way.
+	reported chan struct{}
+
 	// links are the events of the store link (EventStoreLost,
 	// EventStoreRestored) steps decided, in order, for the loop to
 	// publish (publishLinks); guarded by mu.
@@ -137,6 +143,13 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 		}
 		if h := next.Hints(); h != *sh.hints.Load() {
 			sh.hints.Store(&h)
+		}
+		switch {
+		case next.Reporting && !sh.state.Reporting:
+			sh.reported = make(chan struct{})
+		case !next.Reporting && sh.state.Reporting:
+			close(sh.reported)
+			sh.reported = nil
 		}
 		sh.state = next
 		for _, e := range a.Loop {
@@ -234,12 +247,40 @@ func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool
 	if h.Quiet(o, trips, calls) {
 		return
 	}
-	a, notes := sh.step(fleet.Outcome{Gen: gen, Outcome: o, LocalTrip: trips}, err)
+	sh.mu.Lock()
+	a, notes := sh.stepLocked(fleet.Outcome{Gen: gen, Outcome: o, LocalTrip: trips}, err, nil)
+	wait := sh.reported
+	sh.mu.Unlock()
 	sh.handOver(a, notes)
-	r, ok := a.Call.(fleet.ReportCall)
-	if !ok {
+	if a.Stale {
+		b.stats.Add(statStale)
+	}
+	if a.Folded && wait != nil {
+		// Folded into the report on its way: wait for the verdict that
+		// counts it, bounded as a report of its own would be.
+		t := time.NewTimer(b.mgr.stores.timeout)
+		select {
+		case <-wait:
+		case <-t.C:
+		}
+		t.Stop()
 		return
 	}
+	// The reply of a failure report may ask this caller for the next
+	// one, of the failures other callers released meanwhile.
+	for r, ok := a.Call.(fleet.ReportCall); ok; r, ok = a.Call.(fleet.ReportCall) {
+		a, notes = sh.step(sh.report(b, r), err)
+		sh.handOver(a, notes)
+		for range a.Dropped {
+			b.stats.Add(statStale)
+		}
+	}
+}
+
+// report makes the store call of r on the caller's goroutine, with the
+// window's pending successes, which go back if it fails, and returns its
+// reply.
+func (sh *shared) report(b *Breaker, r fleet.ReportCall) fleet.Recorded {
 	at := b.mgr.clk.Now() // a healthy call reads no clock
 	p := sh.policy.Load()
 	var idx int64
@@ -249,19 +290,18 @@ func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool
 		succ = sh.pending.take(idx)
 	}
 	var v store.Verdict
-	serr := sh.call(func(ctx context.Context) (err error) {
+	err := sh.call(func(ctx context.Context) (err error) {
 		if r.Failure {
-			v, err = sh.st.RecordFailure(ctx, b.Name(), *p, succ)
+			v, err = sh.st.RecordFailure(ctx, b.Name(), *p, r.Failures, succ)
 		} else {
 			v, err = sh.st.RecordSuccess(ctx, b.Name(), *p, succ)
 		}
 		return err
 	})
-	if serr != nil {
+	if err != nil {
 		sh.pending.restore(succ, idx)
 	}
-	a, notes = sh.step(fleet.Recorded{Gen: gen, Failure: r.Failure, LocalTrip: trips, Verdict: v, Err: serr, At: at}, err)
-	sh.handOver(a, notes)
+	return fleet.Recorded{Gen: r.Gen, Failure: r.Failure, Failures: r.Failures, LocalTrip: r.LocalTrip, Verdict: v, Err: err, At: at}
 }
 
 // call runs a store call on a caller's goroutine, with the store deadline,

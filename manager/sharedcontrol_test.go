@@ -180,9 +180,9 @@ func (p *panicking) boom() {
 	}
 }
 
-func (p *panicking) RecordFailure(ctx context.Context, name string, pol store.Policy, n []int64) (store.Verdict, error) {
+func (p *panicking) RecordFailure(ctx context.Context, name string, pol store.Policy, failures int64, n []int64) (store.Verdict, error) {
 	p.boom()
-	return p.Store.RecordFailure(ctx, name, pol, n)
+	return p.Store.RecordFailure(ctx, name, pol, failures, n)
 }
 
 func (p *panicking) Open(ctx context.Context, name string, epoch uint64, d time.Duration) (store.Status, bool, error) {

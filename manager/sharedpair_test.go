@@ -50,11 +50,11 @@ func newHeldStore(s store.Store) *heldStore {
 	}
 }
 
-func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
+func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, n []int64) (store.Verdict, error) {
 	if s.cut.Load() {
 		return store.Verdict{}, errCutStore
 	}
-	return s.Store.RecordFailure(ctx, name, p, n)
+	return s.Store.RecordFailure(ctx, name, p, failures, n)
 }
 
 func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, store.Status, error) {

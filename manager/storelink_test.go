@@ -26,11 +26,11 @@ type refusing struct {
 
 var errRefused = errors.New("refused by the test")
 
-func (r *refusing) RecordFailure(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
+func (r *refusing) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, n []int64) (store.Verdict, error) {
 	if name == r.name {
 		return store.Verdict{}, errRefused
 	}
-	return r.Store.RecordFailure(ctx, name, p, n)
+	return r.Store.RecordFailure(ctx, name, p, failures, n)
 }
 
 // One breaker's store error switches that breaker to its fallback, and no

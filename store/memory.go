@@ -110,8 +110,8 @@ func (b *memBreaker) window(p Policy, now time.Time, failures int64, successes [
 }
 
 // RecordFailure implements Store.
-func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error) {
-	return m.record(ctx, name, p, 1, successes)
+func (m *Memory) RecordFailure(ctx context.Context, name string, p Policy, failures int64, successes []int64) (Verdict, error) {
+	return m.record(ctx, name, p, max(failures, 1), successes)
 }
 
 // RecordSuccess implements Store.
@@ -134,7 +134,7 @@ func (m *Memory) record(ctx context.Context, name string, p Policy, failures int
 	if p.window() {
 		v.Calls, v.Failures = b.window(p, now, failures, successes)
 	} else {
-		v.Failures = b.run(now, failures > 0)
+		v.Failures = b.run(now, failures)
 	}
 	if p.Quorum > 1 && (failures > 0 || p.window()) {
 		calls := failures
@@ -151,12 +151,12 @@ func (m *Memory) record(ctx context.Context, name string, p Policy, failures int
 // the run's length: a failure lengthens it (one DefaultFailureTTL or more
 // after the run's last failure starts a new run), a success ends it, and
 // with it the list of the processes that reported it.
-func (b *memBreaker) run(now time.Time, failed bool) int64 {
-	if !failed || !now.Before(b.failuresTo) {
+func (b *memBreaker) run(now time.Time, failures int64) int64 {
+	if failures == 0 || !now.Before(b.failuresTo) {
 		b.failures, b.reporters = 0, nil
 	}
-	if failed {
-		b.failures++
+	if failures > 0 {
+		b.failures += failures
 		b.failuresTo = now.Add(DefaultFailureTTL)
 	}
 	return b.failures

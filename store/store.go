@@ -40,12 +40,15 @@ import (
 // Store holds the shared state of breakers, by name. Implementations must be
 // safe for concurrent use; every method must honour ctx.
 type Store interface {
-	// RecordFailure records one failure of the breaker name under policy p,
-	// in the current bucket, together with the successes this process saw
-	// since it last reported, and returns the verdict. successes[a] is the
-	// count of the bucket a buckets before the current one, on the store's
-	// clock; window policies count them, a consecutive policy ignores them.
-	RecordFailure(ctx context.Context, name string, p Policy, successes []int64) (Verdict, error)
+	// RecordFailure records failures (one or more) of the breaker name
+	// under policy p, in the current bucket, together with the successes
+	// this process saw since it last reported, and returns the verdict. A
+	// process has at most one failure report of a breaker in flight: the
+	// failures released meanwhile come with its next report, as a count.
+	// successes[a] is the count of the bucket a buckets before the current
+	// one, on the store's clock; window policies count them, a consecutive
+	// policy ignores them.
+	RecordFailure(ctx context.Context, name string, p Policy, failures int64, successes []int64) (Verdict, error)
 	// RecordSuccess reports successes: under a consecutive policy it ends
 	// the shared run of failures; under a window policy it adds successes,
 	// by age as for RecordFailure, to their buckets and returns the

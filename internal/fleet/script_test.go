@@ -37,7 +37,7 @@ import (
 //	machine trip|expire|probe|force|reset|halt
 //	                          the machine moves on its own (a caller's trip, a timer, ...)
 //	outcome GEN success|failure|ignore [localtrip]
-//	recorded GEN [failure] [localtrip] [calls=N] [failures=N] [processes=N] [err] STATUS
+//	recorded GEN [failure [n=N]] [localtrip] [calls=N] [failures=N] [processes=N] [largest=C/F] [err] STATUS
 //	probewon GEN TOKEN
 //	probereply GEN TOKEN EPOCH FOR [won] [canceled] [err] STATUS
 //	probeended GEN success|failure|ignore
@@ -286,7 +286,12 @@ func (d *script) run(line string) string {
 		msg = fleet.Outcome{Gen: a.posInt(0), Outcome: a.outcome(), LocalTrip: a.has("localtrip")}
 	case "recorded":
 		v := store.Verdict{Calls: a.int("calls"), Failures: a.int("failures"), Processes: a.int("processes"), Status: a.status()}
-		msg = fleet.Recorded{Gen: a.posInt(0), Failure: a.has("failure"), LocalTrip: a.has("localtrip"), Verdict: v, Err: a.err(), At: d.now}
+		if l, ok := a.kv["largest"]; ok {
+			c, f, _ := strings.Cut(l, "/")
+			v.LargestCalls, _ = strconv.ParseInt(c, 10, 64)
+			v.LargestFailures, _ = strconv.ParseInt(f, 10, 64)
+		}
+		msg = fleet.Recorded{Gen: a.posInt(0), Failure: a.has("failure"), Failures: a.int("n"), LocalTrip: a.has("localtrip"), Verdict: v, Err: a.err(), At: d.now}
 	case "probewon":
 		msg = fleet.ProbeWon{Gen: a.posInt(0), Token: a.pos[1]}
 	case "probereply":
@@ -355,6 +360,15 @@ func (d *script) step(msg fleet.Msg, out *strings.Builder, prefix string) {
 		}
 		if a.Call != nil {
 			fmt.Fprintf(out, "%scall: %s\n", prefix, render(a.Call))
+		}
+		if a.Folded {
+			fmt.Fprintf(out, "%scaller: folded, waits for the report on its way\n", prefix)
+		}
+		if a.Stale {
+			fmt.Fprintf(out, "%scaller: stale\n", prefix)
+		}
+		if a.Dropped > 0 {
+			fmt.Fprintf(out, "%sdropped: %d folded failures of an ended generation\n", prefix, a.Dropped)
 		}
 		if a.Probe != (fleet.ProbeAnswer{}) {
 			fmt.Fprintf(out, "%sprobe: %s\n", prefix, render(a.Probe))

@@ -106,6 +106,17 @@ type State struct {
 	// Forcing says the fleet's forcing is on its way: nothing the store
 	// says before its answer is followed.
 	Forcing bool
+	// Reporting says a caller's failure report is on its way to the
+	// store: the failures released meanwhile are folded into the next
+	// report, which that caller makes once the reply is in (Folded
+	// failures of the closed generation FoldedGen; FoldedTrip: one of
+	// them tripped the process's own count). A process so has at most
+	// one failure report of a breaker in flight, however many of its
+	// callers fail at once.
+	Reporting  bool
+	Folded     int64
+	FoldedGen  uint64
+	FoldedTrip bool
 	// Dirty says a failure was reported since the last success reported
 	// (a consecutive policy): the next success ends the shared run.
 	// DirtyIn is the newest epoch the store counted such a failure in: a
@@ -151,12 +162,13 @@ type Outcome struct {
 	LocalTrip bool
 }
 
-// Recorded is the store's reply to an outcome a caller reported (Report):
-// the verdict of RecordFailure or RecordSuccess, or the call's error,
-// asked for at At.
+// Recorded is the store's reply to an outcome a caller reported (a
+// ReportCall, whose fields it repeats): the verdict of RecordFailure or
+// RecordSuccess, or the call's error, asked for at At.
 type Recorded struct {
 	Gen       uint64
 	Failure   bool
+	Failures  int64
 	LocalTrip bool
 	Verdict   store.Verdict
 	Err       error
@@ -281,6 +293,17 @@ type Actions struct {
 	Call Call
 	// Probe answers the caller of a ProbeWon or a ProbeReply.
 	Probe ProbeAnswer
+	// Stale says the caller's outcome was of a closed generation that has
+	// ended by the time it was stepped: it changes nothing, and counts as
+	// a stale release. Dropped counts the failures folded into a report
+	// whose generation this step ended: stale releases too.
+	Stale   bool
+	Dropped int64
+	// Folded says the caller's failure was folded into the failure
+	// report on its way (State.Reporting): it waits for that report's
+	// verdict, as a caller waits for its own, so that a failing caller
+	// never outruns what the store decides.
+	Folded bool
 	// Loop are the effects the manager's loop carries out, in order.
 	Loop []Effect
 	// Then are statuses to follow once Change is applied, one Step each.
@@ -335,9 +358,16 @@ func (Trip) isChange()     {}
 // ResolveCall and ManualCall. Its reply is the caller's next message.
 type Call interface{ isCall() }
 
-// ReportCall tells the store of an outcome: RecordFailure (Failure) or
-// RecordSuccess. Its reply is a Recorded.
-type ReportCall struct{ Failure bool }
+// ReportCall tells the store of an outcome of the closed generation Gen:
+// RecordFailure of Failures failures (Failure), or RecordSuccess;
+// LocalTrip: one of them tripped the process's own count. Its reply is a
+// Recorded with the same fields.
+type ReportCall struct {
+	Failure   bool
+	Failures  int64
+	Gen       uint64
+	LocalTrip bool
+}
 
 // AcquireCall asks the store for a probe lease. Its reply is a
 // ProbeReply.
@@ -431,7 +461,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	var a Actions
 	switch m := m.(type) {
 	case Outcome:
-		s.outcome(m, &a)
+		s.outcome(v, m, &a)
 	case Recorded:
 		s.recorded(v, now, m, &a)
 	case ProbeWon:
@@ -519,22 +549,62 @@ func (s State) Hints() Hints {
 }
 
 // outcome decides what a caller reports of an outcome in the closed state.
-func (s *State) outcome(m Outcome, a *Actions) {
+func (s *State) outcome(v View, m Outcome, a *Actions) {
 	switch {
+	case v.Gen != m.Gen || v.State != breaker.Closed:
+		// The closed generation it was counted in has ended (a trip
+		// decided meanwhile): the outcome is stale, and the store hears
+		// nothing of it.
+		a.Stale = true
 	case s.Link.Down:
 		// Only the local fallback counts, and trips.
 		s.localTrip(m.Gen, m.Outcome, m.LocalTrip, a)
+	case m.Outcome == classify.Failure && s.Reporting:
+		if s.FoldedGen != m.Gen {
+			s.Folded, s.FoldedGen, s.FoldedTrip = 0, m.Gen, false
+		}
+		s.Folded++
+		s.FoldedTrip = s.FoldedTrip || m.LocalTrip
+		a.Folded = true
 	case m.Outcome == classify.Failure:
-		a.Call = ReportCall{Failure: true}
+		s.Reporting = true
+		a.Call = ReportCall{Failure: true, Failures: 1, Gen: m.Gen, LocalTrip: m.LocalTrip}
 	case m.Outcome != classify.Success:
 	case s.Policy.Rate > 0:
-		a.Call = ReportCall{}
+		a.Call = ReportCall{Gen: m.Gen, LocalTrip: m.LocalTrip}
 	case s.Dirty:
 		// The first success after this process's failures ends the
 		// shared run; later ones have nothing to end.
 		s.Dirty = false
-		a.Call = ReportCall{}
+		a.Call = ReportCall{Gen: m.Gen, LocalTrip: m.LocalTrip}
 	}
+}
+
+// foldedTrip reports whether a failure folded while a report of the
+// closed generation gen was on its way tripped the process's own count.
+func (s *State) foldedTrip(gen uint64) bool { return s.FoldedTrip && s.FoldedGen == gen }
+
+// unfold ends a failure report: the failures folded meanwhile go with
+// the next report of the caller that made this one, if they are still of
+// the closed generation gen and nothing else was decided; otherwise they
+// are dropped (the machine moved on, or the store is unreachable: the
+// local count has them).
+func (s *State) unfold(gen uint64, a *Actions) {
+	s.Reporting = false
+	n, fgen, trip := s.Folded, s.FoldedGen, s.FoldedTrip
+	s.Folded, s.FoldedGen, s.FoldedTrip = 0, 0, false
+	if n == 0 {
+		return
+	}
+	if fgen != gen || a.Change != nil || s.Tripped.Gen == gen+1 {
+		a.Dropped = n // their generation has ended
+		return
+	}
+	if a.Call != nil || s.Link.Down {
+		return // the local count has them
+	}
+	s.Reporting = true
+	a.Call = ReportCall{Failure: true, Failures: n, Gen: gen, LocalTrip: trip}
 }
 
 // localTrip trips the closed generation gen on the process's own count
@@ -555,9 +625,16 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		if !m.Failure && s.Policy.Rate <= 0 {
 			s.Dirty = true // the run was not ended: end it with the next success
 		}
+		trips := m.LocalTrip || m.Failure && s.foldedTrip(m.Gen)
 		s.fallBack(v, m.Err, a)
-		s.localTrip(m.Gen, o, m.LocalTrip, a)
+		if m.Failure {
+			s.unfold(m.Gen, a) // the store is unreachable: dropped
+		}
+		s.localTrip(m.Gen, o, trips, a)
 		return
+	}
+	if m.Failure {
+		defer s.unfold(m.Gen, a)
 	}
 	if m.Failure {
 		s.Dirty, s.DirtyIn = true, max(s.DirtyIn, m.Verdict.Epoch)
@@ -571,7 +648,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	if s.Link.Down {
 		// The store answered this one, and has failed another since:
 		// the fallback decides, as for an outcome while it is away.
-		s.localTrip(m.Gen, o, m.LocalTrip, a)
+		s.localTrip(m.Gen, o, m.LocalTrip || m.Failure && s.foldedTrip(m.Gen), a)
 		return
 	}
 	if s.Policy.Quorum > 1 {

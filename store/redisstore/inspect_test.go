@@ -31,7 +31,7 @@ func inspectedBreakers(ctx context.Context) []inspected {
 	return []inspected{
 		{"counting", func(t *testing.T, st *redisstore.Store) {
 			for range 2 {
-				_, err := st.RecordFailure(ctx, "counting", consecutive, nil)
+				_, err := st.RecordFailure(ctx, "counting", consecutive, 1, nil)
 				require.NoError(t, err)
 			}
 		}, breaker.Closed, func(t *testing.T, b redisstore.Breaker) {
@@ -39,7 +39,7 @@ func inspectedBreakers(ctx context.Context) []inspected {
 		}},
 		{"window", func(t *testing.T, st *redisstore.Store) {
 			p := store.Policy{Rate: 0.5, Period: time.Minute, Buckets: 6, MinCalls: 100}
-			_, err := st.RecordFailure(ctx, "window", p, []int64{3})
+			_, err := st.RecordFailure(ctx, "window", p, 1, []int64{3})
 			require.NoError(t, err)
 		}, breaker.Closed, func(t *testing.T, b redisstore.Breaker) {
 			assert.Equal(t, redisstore.Breaker{Name: "window", Window: true, Failures: 1, Calls: 4}, b)
@@ -70,7 +70,7 @@ func inspectedBreakers(ctx context.Context) []inspected {
 			assert.InDelta(t, time.Minute, b.Probe, float64(10*time.Second), "lease left")
 		}},
 		{"forced", func(t *testing.T, st *redisstore.Store) {
-			_, err := st.RecordFailure(ctx, "forced", consecutive, nil)
+			_, err := st.RecordFailure(ctx, "forced", consecutive, 1, nil)
 			require.NoError(t, err)
 			_, err = st.ForceOpen(ctx, "forced")
 			require.NoError(t, err)
@@ -86,7 +86,7 @@ func inspectedBreakers(ctx context.Context) []inspected {
 			assert.Equal(t, redisstore.Breaker{Name: "reset", Status: store.Status{Epoch: 2}}, b, "only the epoch is left")
 		}},
 		{"a}:b", func(t *testing.T, st *redisstore.Store) {
-			_, err := st.RecordFailure(ctx, "a}:b", consecutive, nil)
+			_, err := st.RecordFailure(ctx, "a}:b", consecutive, 1, nil)
 			require.NoError(t, err)
 		}, breaker.Closed, func(t *testing.T, b redisstore.Breaker) {
 			assert.Equal(t, redisstore.Breaker{Name: "a}:b", Failures: 1}, b)
@@ -101,7 +101,7 @@ func checkInspect(t *testing.T, st *redisstore.Store, others ...*redisstore.Stor
 	ctx := context.Background()
 	cases := inspectedBreakers(ctx)
 	for _, o := range others {
-		_, err := o.RecordFailure(ctx, "other", consecutive, nil)
+		_, err := o.RecordFailure(ctx, "other", consecutive, 1, nil)
 		require.NoError(t, err)
 	}
 	for _, c := range cases {

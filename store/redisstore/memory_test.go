@@ -49,7 +49,7 @@ func TestRedisMemoryPerBreakerCounting(t *testing.T) {
 			for _, r := range []string{"5f1c0e9a2b7d4c3e8f6a1b2c", "9e8d7c6b5a4f3e2d1c0b9a8f"} { // managers name themselves so
 				q := p
 				q.Reporter = r
-				_, err := s.RecordFailure(context.Background(), name, q, nil)
+				_, err := s.RecordFailure(context.Background(), name, q, 1, nil)
 				require.NoError(t, err)
 			}
 		}
@@ -78,7 +78,7 @@ func TestRedisMemoryPerReporter(t *testing.T) {
 		for i := range reporters {
 			q := p
 			q.Reporter = fmt.Sprintf("web-%04d-%d", i, 4000+i) // as Options.Name's default: host name and process id
-			_, err := s.RecordFailure(context.Background(), name, q, []int64{3})
+			_, err := s.RecordFailure(context.Background(), name, q, 1, []int64{3})
 			require.NoError(t, err)
 		}
 		n, err := c.MemoryUsage(context.Background(), s.Key(name, "reporters"), 0).Result()

@@ -244,15 +244,16 @@ func status(v []int64) store.Status {
 }
 
 // RecordFailure implements store.Store.
-func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, successes []int64) (store.Verdict, error) {
+func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, successes []int64) (store.Verdict, error) {
 	if s.err != nil {
 		return store.Verdict{}, s.err
 	}
+	failures = max(failures, 1)
 	if p.Rate > 0 {
-		return s.window(ctx, name, p, 1, successes)
+		return s.window(ctx, name, p, failures, successes)
 	}
 	keys := []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
-	r, err := failureScript.Run(ctx, s.client, keys, ms(s.ttl), p.Quorum, p.Reporter).Result()
+	r, err := failureScript.Run(ctx, s.client, keys, ms(s.ttl), p.Quorum, p.Reporter, failures).Result()
 	if err != nil {
 		return store.Verdict{}, s.fail("record failure of", name, err)
 	}

@@ -7,25 +7,27 @@ import "github.com/redis/go-redis/v9"
 // durations in milliseconds, read with PTTL or set with PX: Redis counts
 // them down, not the replicas' clocks.
 
-// failureScript counts one failure of a consecutive policy and sets the
+// failureScript counts failures of a consecutive policy (one, or those a
+// process released while its last report was on its way) and sets the
 // count's expiry in the same step. Under a quorum q above 1 it also counts
 // the reporter's failures in the run (a hash that starts afresh with the
 // run and expires with it), and sums the q-1 largest counts: what the
 // quorum rule takes out of the run (rule.Largest, store.Policy.Trips).
 //
 // KEYS: failures, open, probe, epoch, reporters. ARGV: ttl_ms, quorum,
-// reporter.
+// reporter, failures.
 // Returns {count, reporters, epoch, open_pttl, probe_pttl, largest}.
 var failureScript = redis.NewScript(`
-local n = redis.call('INCR', KEYS[1])
+local k = tonumber(ARGV[4])
+local n = redis.call('INCRBY', KEYS[1], k)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 local r, top = 0, 0
 local q = tonumber(ARGV[2])
 if q > 1 then
-  if n == 1 then
+  if n == k then
     redis.call('DEL', KEYS[5])
   end
-  redis.call('HINCRBY', KEYS[5], ARGV[3], 1)
+  redis.call('HINCRBY', KEYS[5], ARGV[3], k)
   redis.call('PEXPIRE', KEYS[5], ARGV[1])
   local vals = redis.call('HVALS', KEYS[5])
   r = #vals

@@ -101,7 +101,7 @@ func consecutiveNoLoss(t *testing.T, h Harness) {
 			defer wg.Done()
 			<-start
 			for range each {
-				v, err := s.RecordFailure(ctx(t), "svc", consecutive, nil)
+				v, err := s.RecordFailure(ctx(t), "svc", consecutive, 1, nil)
 				if err != nil {
 					t.Errorf("RecordFailure: %v", err)
 					return
@@ -135,7 +135,7 @@ func successEndsRun(t *testing.T, h Harness) {
 	s := h.New(t)
 	p := store.Policy{Failures: 3}
 	for i := 1; i <= 2; i++ {
-		v, err := s.RecordFailure(ctx(t), "svc", p, nil)
+		v, err := s.RecordFailure(ctx(t), "svc", p, 1, nil)
 		if err != nil || v.Failures != int64(i) {
 			t.Fatalf("failure %d: got %+v, %v; want count %d", i, v, err, i)
 		}
@@ -143,11 +143,11 @@ func successEndsRun(t *testing.T, h Harness) {
 	if _, err := s.RecordSuccess(ctx(t), "svc", p, []int64{1}); err != nil {
 		t.Fatalf("RecordSuccess: %v", err)
 	}
-	v, err := s.RecordFailure(ctx(t), "svc", p, nil)
+	v, err := s.RecordFailure(ctx(t), "svc", p, 1, nil)
 	if err != nil || v.Failures != 1 {
 		t.Fatalf("failure after a success: got %+v, %v; want count 1", v, err)
 	}
-	if other, err := s.RecordFailure(ctx(t), "other", p, nil); err != nil || other.Failures != 1 {
+	if other, err := s.RecordFailure(ctx(t), "other", p, 1, nil); err != nil || other.Failures != 1 {
 		t.Fatalf("another breaker's count: got %+v, %v; want 1", other, err)
 	}
 }
@@ -166,7 +166,7 @@ func firstOpener(t *testing.T, h Harness) {
 	if st := status(t, s, "svc"); st.Open <= 0 || st.Open > period || !st.Opened() {
 		t.Fatalf("Status while open: %+v", st)
 	}
-	v, err := s.RecordFailure(ctx(t), "svc", store.Policy{Failures: 5}, nil)
+	v, err := s.RecordFailure(ctx(t), "svc", store.Policy{Failures: 5}, 1, nil)
 	if err != nil || v.Open <= 0 || !v.Opened() {
 		t.Fatalf("a failure while open must report the open status: %+v, %v", v, err)
 	}
@@ -239,7 +239,7 @@ func verdicts(t *testing.T, h Harness) {
 	const lease = 5 * time.Second
 	p := store.Policy{Failures: 3}
 	for range 2 {
-		if _, err := s.RecordFailure(ctx(t), "svc", p, nil); err != nil {
+		if _, err := s.RecordFailure(ctx(t), "svc", p, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -287,7 +287,7 @@ func verdicts(t *testing.T, h Harness) {
 		t.Fatalf("AcquireProbe after an ignored probe: %v, %v; want it won", ok, err)
 	}
 	for range 2 {
-		if _, err := s2.RecordFailure(ctx(t), "svc", p, nil); err != nil {
+		if _, err := s2.RecordFailure(ctx(t), "svc", p, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,7 +297,7 @@ func verdicts(t *testing.T, h Harness) {
 	if st := status(t, s2, "svc"); st != (store.Status{Epoch: e + 1}) {
 		t.Fatalf("after a successful probe: %+v; want closed in epoch %d, nothing open or leased", st, e+1)
 	}
-	if v, err := s2.RecordFailure(ctx(t), "svc", p, nil); err != nil || v.Failures != 1 {
+	if v, err := s2.RecordFailure(ctx(t), "svc", p, 1, nil); err != nil || v.Failures != 1 {
 		t.Fatalf("first failure after closing: %+v, %v; want count 1", v, err)
 	}
 }
@@ -360,7 +360,7 @@ func window(t *testing.T, h Harness) {
 	var v store.Verdict
 	var err error
 	for i := 1; i <= 5; i++ {
-		if v, err = s.RecordFailure(ctx(t), "svc", p, nil); err != nil {
+		if v, err = s.RecordFailure(ctx(t), "svc", p, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		if v.Calls != int64(6+i) || v.Failures != int64(i) {
@@ -371,13 +371,13 @@ func window(t *testing.T, h Harness) {
 			t.Fatalf("after %d failures: Trips(%+v) = %v", i, v, p.Trips(v))
 		}
 	}
-	if v, err = s.RecordFailure(ctx(t), "svc", p, []int64{1}); err != nil {
+	if v, err = s.RecordFailure(ctx(t), "svc", p, 1, []int64{1}); err != nil {
 		t.Fatal(err)
 	}
 	if v.Calls != 13 || v.Failures != 6 || p.Trips(v) {
 		t.Fatalf("6 failures of 13 calls: %+v (trips %v); want not tripped", v, p.Trips(v))
 	}
-	if v, err = s.RecordFailure(ctx(t), "svc", p, nil); err != nil {
+	if v, err = s.RecordFailure(ctx(t), "svc", p, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !p.Trips(v) {
@@ -520,7 +520,7 @@ func forceOpen(t *testing.T, h Harness) {
 	if ok, st, err := s.AcquireProbe(ctx(t), "f", "p", 1, lease); err != nil || ok || !st.Forced {
 		t.Fatalf("AcquireProbe while forced: won %v, %+v, %v; want refused", ok, st, err)
 	}
-	if v, err := s.RecordFailure(ctx(t), "f", consecutive, nil); err != nil || !v.Forced || !v.Opened() {
+	if v, err := s.RecordFailure(ctx(t), "f", consecutive, 1, nil); err != nil || !v.Forced || !v.Opened() {
 		t.Fatalf("RecordFailure while forced: %+v, %v; want the forced status", v, err)
 	}
 	if got := status(t, s, "f"); !got.Forced || got.Epoch != 1 {
