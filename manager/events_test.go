@@ -176,26 +176,47 @@ func TestStopClosesSubscriptions(t *testing.T) {
 	unsub3()
 }
 
-// Subscribing and unsubscribing while breakers change state is safe.
+// Subscribing and unsubscribing while a breaker changes state loses
+// nothing a subscription is owed: each of the subscriptions a goroutine
+// makes and ends while a caller trips and probes the breaker receives every
+// transition made after Subscribe returned, in order, each starting where
+// the one before ended and a generation further, until it unsubscribes,
+// and none is dropped.
 func TestSubscribeWhileBusy(t *testing.T) {
 	m, mock := startMock(t)
 	b := register(t, m, "busy", manager.Config{
 		Strategy: breaker.Consecutive{Failures: 1},
 		Recover:  recover.BasicTimeout{Open: time.Millisecond},
 	})
+	type subscription struct {
+		from uint64 // the generation when Subscribe returned
+		got  []manager.Event
+	}
+	var subs []subscription
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
+			events, unsubscribe := m.Subscribe(1024)
+			s := subscription{from: b.Snapshot().Gen}
+		hold: // a few of the transitions, then unsubscribe
+			for len(s.got) < 3 {
+				select {
+				case e := <-events:
+					s.got = append(s.got, e)
+				case <-stop:
+					break hold
+				}
+			}
+			unsubscribe()
+			s.got = append(s.got, drain(events)...)
+			subs = append(subs, s)
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			events, unsubscribe := m.Subscribe(1)
-			drain(events)
-			unsubscribe()
 		}
 	}()
 	for range 200 {
@@ -206,4 +227,24 @@ func TestSubscribeWhileBusy(t *testing.T) {
 	}
 	close(stop)
 	<-done
+
+	events := 0
+	for i, s := range subs {
+		for j, e := range s.got {
+			require.Equal(t, manager.EventTransition, e.Kind, "subscription %d, event %d", i, j)
+			assert.Zero(t, e.Missed, "subscription %d, event %d: missed events", i, j)
+			if j == 0 {
+				assert.LessOrEqual(t, e.Gen, s.from+1, "subscription %d made at gen %d: its first event %v (gen %d) misses the transitions before it", i, s.from, e.Transition, e.Gen)
+				continue
+			}
+			prev := s.got[j-1]
+			assert.Equal(t, prev.Gen+1, e.Gen, "subscription %d, event %d: generations", i, j)
+			assert.Equal(t, prev.Transition.To, e.Transition.From, "subscription %d, event %d: starts where the one before ended", i, j)
+		}
+		events += len(s.got)
+	}
+	t.Logf("%d subscriptions, %d events", len(subs), events)
+	assert.Greater(t, len(subs), 10, "subscriptions made while busy")
+	assert.Greater(t, events, 200, "events received by them")
+	assert.Zero(t, b.Stats().DroppedEvents)
 }

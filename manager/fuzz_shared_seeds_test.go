@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
 )
 
 // Shorthands for the seed scripts.
@@ -87,8 +83,8 @@ func withProbes(h [4]byte, sel int) [4]byte {
 
 // sharedSeeds are the seed scripts: together they take every edge of the
 // protocol (see TestFuzzSharedSeedCorpus).
-func sharedSeeds() []fuzzSeedShared {
-	seeds := []fuzzSeedShared{
+func sharedSeeds() []scriptSeed[sharedOp] {
+	seeds := []scriptSeed[sharedOp]{
 		{
 			// A run of failures across four managers, ended by a
 			// reported success and not by an unreported one; the
@@ -243,15 +239,9 @@ func sharedSeeds() []fuzzSeedShared {
 		for range 150 {
 			ops = append(ops, sharedOp{kind: sharedOpTable[r.IntN(len(sharedOpTable))], arg: byte(r.IntN(24))})
 		}
-		seeds = append(seeds, fuzzSeedShared{name: fmt.Sprintf("random-%d", i), header: h, ops: ops})
+		seeds = append(seeds, scriptSeed[sharedOp]{name: fmt.Sprintf("random-%d", i), header: h, ops: ops})
 	}
 	return seeds
-}
-
-type fuzzSeedShared struct {
-	name   string
-	header [4]byte
-	ops    []sharedOp
 }
 
 // updateSharedSeeds rewrites the seed corpus of FuzzSharedModel from
@@ -295,11 +285,7 @@ var sharedEdges = []string{
 // (rewrite it with -fusebox.update-shared-seeds), and, played against the
 // model, takes every edge of the shared protocol in sharedEdges.
 func TestFuzzSharedSeedCorpus(t *testing.T) {
-	var seeds []corpusInput
-	for _, s := range sharedSeeds() {
-		seeds = append(seeds, corpusInput{s.name, encodeShared(s.header, s.ops)})
-	}
-	files := seedCorpus(t, sharedSeedDir, seeds, *updateSharedSeeds, "update-shared-seeds")
+	files := seedCorpus(t, sharedSeedDir, encodeSeeds(sharedSeeds(), encodeShared), *updateSharedSeeds, "update-shared-seeds")
 	edges := map[string]int{}
 	var ops, steps, checks int
 	for _, f := range files {
@@ -313,13 +299,6 @@ func TestFuzzSharedSeedCorpus(t *testing.T) {
 		}
 		ops, steps, checks = ops+rep.ops, steps+rep.steps, checks+rep.checks
 	}
-	for _, e := range sharedEdges {
-		assert.Positive(t, edges[e], "no seed takes %s", e)
-	}
-	var taken []string
-	for e, n := range edges {
-		taken = append(taken, fmt.Sprintf("%s: %d", e, n))
-	}
-	sort.Strings(taken)
-	t.Logf("%d seeds, %d operations, %d clock stops, %d checks; edges taken:\n%s", len(files), ops, steps, checks, strings.Join(taken, "\n"))
+	taken := edgesTaken(t, edges, sharedEdges)
+	t.Logf("%d seeds, %d operations, %d clock stops, %d checks; edges taken:\n%s", len(files), ops, steps, checks, taken)
 }

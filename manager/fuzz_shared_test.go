@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -72,22 +70,6 @@ type sharedHeld struct {
 	model *fleetPermit
 }
 
-// sharedLogger discards the managers' reports.
-var sharedLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// errSharedBoom is a failing call's error.
-var errSharedBoom = errors.New("shared boom")
-
-// syncFleet syncs every manager twice in order: on the memory store every
-// store call and change of the operation is applied everywhere then.
-func syncFleet(ms []*manager.Manager) {
-	for range 2 {
-		for _, m := range ms {
-			m.Sync()
-		}
-	}
-}
-
 // runSharedScript plays data against a fleet of managers and the model,
 // failing t at the first difference.
 func runSharedScript(t testing.TB, data []byte) sharedReport {
@@ -99,7 +81,7 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 	var bs []*manager.Breaker
 	var gates []*gatedWatch
 	start := func(open, probe time.Duration) {
-		m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: hd.resync})
+		m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: hd.resync})
 		t.Cleanup(m.Stop)
 		gate := &gatedWatch{Memory: mem}
 		b, err := m.Register(name, manager.Config{
@@ -115,7 +97,7 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 	for i := range hd.n {
 		start(hd.opens[i], hd.probes[i])
 	}
-	syncFleet(ms)
+	syncAll(ms)
 	mod := newFleetModel(hd.k, hd.opens, hd.probes, hd.resync, mock.Now())
 	t0 := mock.Now()
 
@@ -212,7 +194,7 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 					w = target
 				}
 				mock.Add(w.Sub(mod.now))
-				syncFleet(ms)
+				syncAll(ms)
 				mod.advanceTo(w)
 				if rep.steps++; rep.steps > sharedMaxSteps {
 					return rep
@@ -253,7 +235,7 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 				mod.drop(mi)
 			}
 		}
-		syncFleet(ms)
+		syncAll(ms)
 		check()
 	}
 	return rep

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -542,16 +541,10 @@ func sTrip(n int) []fuzzOp {
 	return out
 }
 
-type fuzzSeed struct {
-	name   string
-	header [4]byte
-	ops    []fuzzOp
-}
-
 // fuzzSeeds are the seed scripts: together they take every edge of the
 // state graph a single breaker can take, and the situations around them.
-func fuzzSeeds() []fuzzSeed {
-	seeds := []fuzzSeed{
+func fuzzSeeds() []scriptSeed[fuzzOp] {
+	seeds := []scriptSeed[fuzzOp]{
 		{
 			// The whole cycle, with zero and negative periods from the
 			// scripted Recover along the way, and the timer edges.
@@ -663,7 +656,7 @@ func fuzzSeeds() []fuzzSeed {
 		for range 250 {
 			ops = append(ops, fuzzOp{kind: fuzzOpKind(r.IntN(int(numFuzzOps))), arg: byte(r.IntN(40))})
 		}
-		seeds = append(seeds, fuzzSeed{name: fmt.Sprintf("random-%d", i), header: h, ops: ops})
+		seeds = append(seeds, scriptSeed[fuzzOp]{name: fmt.Sprintf("random-%d", i), header: h, ops: ops})
 	}
 	return seeds
 }
@@ -675,11 +668,7 @@ func fuzzSeeds() []fuzzSeed {
 // cancelled contexts, timers of zero, deadlines approached from one
 // nanosecond before, a restart whose Init fails, the restart limit.
 func TestFuzzSeedCorpus(t *testing.T) {
-	var seeds []corpusInput
-	for _, s := range fuzzSeeds() {
-		seeds = append(seeds, corpusInput{s.name, encodeScript(s.header, s.ops)})
-	}
-	files := seedCorpus(t, seedDir, seeds, *updateSeeds, "update-seeds")
+	files := seedCorpus(t, seedDir, encodeSeeds(fuzzSeeds(), encodeScript), *updateSeeds, "update-seeds")
 	edges := map[pathEdge]int{}
 	var all scriptReport
 	for _, f := range files {
@@ -719,15 +708,8 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		{O, C, breaker.CauseRestart},
 		{P, C, breaker.CauseRestart},
 	}
-	for _, e := range want {
-		assert.Positive(t, edges[e], "no seed takes %v", e)
-	}
-	var taken []string
-	for e, n := range edges {
-		taken = append(taken, fmt.Sprintf("%v: %d", e, n))
-	}
-	sort.Strings(taken)
-	t.Logf("%d seeds, %d operations, %d checks; edges taken:\n%s", len(files), all.ops, all.checks, strings.Join(taken, "\n"))
+	taken := edgesTaken(t, edges, want)
+	t.Logf("%d seeds, %d operations, %d checks; edges taken:\n%s", len(files), all.ops, all.checks, taken)
 
 	assert.True(t, all.halted, "a seed reaches the restart limit")
 	assert.Positive(t, all.stale, "a seed makes stale releases")

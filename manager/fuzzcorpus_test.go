@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,6 +49,23 @@ type corpusInput struct {
 	data []byte
 }
 
+// scriptSeed is a seed script of a fuzz target whose operations are O: a
+// header of four bytes, then the operations.
+type scriptSeed[O any] struct {
+	name   string
+	header [4]byte
+	ops    []O
+}
+
+// encodeSeeds encodes each seed with encode, the target's encoding.
+func encodeSeeds[O any](seeds []scriptSeed[O], encode func([4]byte, []O) []byte) []corpusInput {
+	out := make([]corpusInput, 0, len(seeds))
+	for _, s := range seeds {
+		out = append(out, corpusInput{s.name, encode(s.header, s.ops)})
+	}
+	return out
+}
+
 // seedCorpus keeps dir, a target's seed corpus, equal to seeds, one file a
 // seed named after it: with update it writes them first; otherwise a seed
 // whose file is missing or differs fails the test, which names the flag
@@ -79,4 +97,20 @@ func seedCorpus(t *testing.T, dir string, seeds []corpusInput, update bool, upda
 		all = append(all, corpusInput{f.Name(), data})
 	}
 	return all
+}
+
+// edgesTaken fails the test for each edge in want that no input of a
+// corpus took, and returns the edges taken, with how many times, one a
+// line in order, for the test's log.
+func edgesTaken[E comparable](t *testing.T, taken map[E]int, want []E) string {
+	t.Helper()
+	for _, e := range want {
+		assert.Positive(t, taken[e], "no seed takes %v", e)
+	}
+	var lines []string
+	for e, n := range taken {
+		lines = append(lines, fmt.Sprintf("%v: %d", e, n))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }

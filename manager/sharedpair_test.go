@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,8 +37,6 @@ type heldStore struct {
 	letStatus    chan struct{}
 }
 
-var errCutStore = errors.New("store cut off by the test")
-
 func newHeldStore(s store.Store) *heldStore {
 	return &heldStore{
 		Store:     s,
@@ -52,7 +49,7 @@ func newHeldStore(s store.Store) *heldStore {
 
 func (s *heldStore) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, n []int64) (store.Verdict, error) {
 	if s.cut.Load() {
-		return store.Verdict{}, errCutStore
+		return store.Verdict{}, errCut
 	}
 	return s.Store.RecordFailure(ctx, name, p, failures, n)
 }
@@ -63,7 +60,7 @@ func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, epoch 
 		<-s.letProbe
 	}
 	if s.cut.Load() {
-		return false, store.Status{}, errCutStore
+		return false, store.Status{}, errCut
 	}
 	return s.Store.AcquireProbe(ctx, name, token, epoch, lease)
 }
@@ -86,7 +83,7 @@ func (s *heldStore) Status(ctx context.Context, names []string) ([]store.Status,
 		}
 	}()
 	if s.cut.Load() {
-		return nil, errCutStore
+		return nil, errCut
 	}
 	st, err := s.Store.Status(ctx, names)
 	if s.holdStatus.CompareAndSwap(true, false) {

@@ -15,20 +15,12 @@ import (
 	"github.com/fusebox-go/fusebox/store"
 )
 
-// startFleet starts n managers on mock sharing "svc" through mem, each
-// with Recover r, and stops them when the test ends.
+// startFleet starts a fleet of n managers on mock sharing "svc" through
+// mem, a Consecutive{Failures: 1} with Recover r, and syncs them.
 func startFleet(t *testing.T, n int, mock *clock.Mock, mem *store.Memory, r fixedPeriods) ([]*manager.Manager, []*manager.Breaker) {
 	t.Helper()
-	var ms []*manager.Manager
-	var bs []*manager.Breaker
-	for range n {
-		m := manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
-		t.Cleanup(m.Stop)
-		b, err := m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: r, Store: mem})
-		require.NoError(t, err)
-		ms, bs = append(ms, m), append(bs, b)
-	}
-	syncFleet(ms)
+	ms, bs := fleet(t, n, mock, mem, manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: r})
+	syncAll(ms)
 	return ms, bs
 }
 
@@ -43,10 +35,10 @@ func TestSharedJoinerLeaseIsItsProbeTime(t *testing.T) {
 	ms, bs := startFleet(t, 1, mock, mem, r)
 	p, err := bs[0].Acquire(context.Background())
 	require.NoError(t, err)
-	p.Release(errSharedBoom)
-	syncFleet(ms)
+	p.Release(errBoom)
+	syncAll(ms)
 	mock.Add(time.Second)
-	syncFleet(ms)
+	syncAll(ms)
 
 	// A replica joins the half-open fleet and probes.
 	joined, bj := startFleet(t, 1, mock, mem, r)
@@ -55,7 +47,7 @@ func TestSharedJoinerLeaseIsItsProbeTime(t *testing.T) {
 	p, err = bj[0].Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, p.Probe())
-	syncFleet(ms)
+	syncAll(ms)
 	st, err := mem.Status(context.Background(), []string{"svc"})
 	require.NoError(t, err)
 	assert.Equal(t, r.probe, st[0].Probe, "the lease is the Recover's probe time")
@@ -72,27 +64,27 @@ func TestSharedRanOutProberFollowsAnothersLease(t *testing.T) {
 	ms, bs := startFleet(t, 2, mock, store.NewMemory(mock), fixedPeriods{open: time.Second, probe: time.Second})
 	p, err := bs[0].Acquire(context.Background())
 	require.NoError(t, err)
-	p.Release(errSharedBoom)
-	syncFleet(ms)
+	p.Release(errBoom)
+	syncAll(ms)
 	mock.Add(time.Second)
-	syncFleet(ms)
+	syncAll(ms)
 	p0, err := bs[0].Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, p0.Probe())
-	syncFleet(ms)
+	syncAll(ms)
 	mock.Add(time.Second) // manager 0's lease runs out; its probe never answers
-	syncFleet(ms)
+	syncAll(ms)
 	require.Equal(t, breaker.HalfOpen, bs[0].State())
 	p1, err := bs[1].Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, p1.Probe())
-	syncFleet(ms)
+	syncAll(ms)
 	_, err = bs[0].Acquire(context.Background())
 	require.ErrorIs(t, err, breaker.ErrOpen, "manager 1 holds the lease")
-	syncFleet(ms)
+	syncAll(ms)
 
 	p1.ReleaseOutcome(classify.Ignore) // the lease is given back: the fleet is half-open
-	syncFleet(ms)
+	syncAll(ms)
 	assert.Equal(t, breaker.HalfOpen, bs[1].State())
 	assert.Equal(t, breaker.HalfOpen, bs[0].State(), "manager 0 follows the lease given back")
 	p, err = bs[0].Acquire(context.Background())
@@ -138,9 +130,9 @@ func TestSharedProbeVerdictBeforeItsOwnChange(t *testing.T) {
 			hooked.after = m.Sync
 			p.ReleaseOutcome(tc.outcome)
 			hooked.after = nil
-			syncFleet(ms)
+			syncAll(ms)
 			require.Equal(t, tc.to, b.State())
-			evs := drainEvents(events)
+			evs := drain(events)
 			require.NotEmpty(t, evs)
 			last := evs[len(evs)-1]
 			assert.Equal(t, breaker.Transition{From: breaker.Probing, To: tc.to}, last.Transition)
@@ -169,7 +161,7 @@ func startHookedProber(t *testing.T) hookedProber {
 	mock := clock.NewMock()
 	mem := store.NewMemory(mock)
 	pf := hookedProber{hooked: &resolveThenSync{Memory: mem}}
-	pf.m = manager.Start(manager.Options{Clock: mock, Logger: sharedLogger, Resync: time.Hour})
+	pf.m = manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Hour})
 	t.Cleanup(pf.m.Stop)
 	var err error
 	pf.b, err = pf.m.Register("svc", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: fixedPeriods{open: time.Second, probe: time.Second}, Store: pf.hooked})
@@ -179,31 +171,15 @@ func startHookedProber(t *testing.T) hookedProber {
 
 	p, err := pf.b.Acquire(context.Background())
 	require.NoError(t, err)
-	p.Release(errSharedBoom)
-	syncFleet(pf.ms)
+	p.Release(errBoom)
+	syncAll(pf.ms)
 	mock.Add(time.Second)
-	syncFleet(pf.ms)
+	syncAll(pf.ms)
 	pf.probe, err = pf.b.Acquire(context.Background())
 	require.NoError(t, err)
 	require.True(t, pf.probe.Probe())
-	syncFleet(pf.ms)
+	syncAll(pf.ms)
 	return pf
-}
-
-// drainEvents returns the events already waiting in ch, without blocking.
-func drainEvents(ch <-chan manager.Event) []manager.Event {
-	var evs []manager.Event
-	for {
-		select {
-		case e, ok := <-ch:
-			if !ok {
-				return evs
-			}
-			evs = append(evs, e)
-		default:
-			return evs
-		}
-	}
 }
 
 // While a caller applies its probe's verdict, its manager's loop follows
@@ -223,7 +199,7 @@ func TestSharedChangeDuringAVerdictIsFollowed(t *testing.T) {
 	}
 	p.Release(nil)
 	hooked.after = nil
-	syncFleet(ms)
+	syncAll(ms)
 	s := b.Snapshot()
 	assert.Equal(t, breaker.Open, s.State, "the prober follows the forcing it heard of")
 	assert.True(t, s.Forced)

@@ -31,7 +31,7 @@ type flakyWatch struct {
 func (w *flakyWatch) Watch(ctx context.Context, ready func(), fn func(store.Change)) error {
 	w.calls.Add(1)
 	if w.failing.Load() {
-		return errCutStore
+		return errCut
 	}
 	sub, cancel := context.WithCancel(ctx)
 	defer cancel()

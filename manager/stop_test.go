@@ -126,11 +126,7 @@ func TestRealClockTimer(t *testing.T) {
 		Recover:  recover.BasicTimeout{Open: 20 * time.Millisecond},
 	})
 	fail(t, b, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.State() != breaker.HalfOpen {
-		require.True(t, time.Now().Before(deadline), "the breaker did not become half-open within 10s")
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, "the breaker half-open after its open period", func() bool { return b.State() == breaker.HalfOpen })
 	probe(t, b).Release(nil)
 	requireState(t, b, breaker.Closed, "after the probe")
 }

@@ -32,17 +32,12 @@ const (
 // does not wait for it.
 func waitLog(t *testing.T, logs *logBuffer, msg string, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		recs := logs.find(t, msg)
-		if len(recs) >= n {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s the log holds %d records %q, want %d", len(recs), msg, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var recs []map[string]any
+	eventually(t, fmt.Sprintf("%d log records %q", n, msg), func() bool {
+		recs = logs.find(t, msg)
+		return len(recs) >= n
+	})
+	return recs
 }
 
 // With Options.RestartOne, a panic in one breaker's Recover restarts that breaker
