@@ -15,10 +15,19 @@ type Snapshot struct {
 	// Until is when the open period or the probe's time ends; zero when
 	// there is none or it is not known yet.
 	Until time.Time
+	// SlowStartFrom and SlowStartUntil are set while the breaker is
+	// closed, after a recovery, in a slow start (manager's
+	// Config.SlowStart): the share of calls it admits grows linearly from
+	// none at SlowStartFrom to all at SlowStartUntil. Both are zero
+	// otherwise. SlowStartUntil may be past for a moment: the slow start
+	// is over, and its manager, at its tick at SlowStartUntil, publishes a
+	// snapshot without it.
+	SlowStartFrom, SlowStartUntil time.Time
 	// Err is the error a call declined in this snapshot gets: an
 	// *OpenError built once, with the snapshot, so that declining
-	// allocates nothing. It is nil while the breaker is closed and not
-	// halted.
+	// allocates nothing. It is nil while the breaker is closed, not
+	// halted and not in a slow start; in a slow start, its State is
+	// Closed and its Until is SlowStartUntil.
 	Err *OpenError
 	// State is the breaker's state.
 	State State
