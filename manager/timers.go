@@ -17,6 +17,9 @@ type deadline struct {
 	at  time.Time
 	b   *Breaker
 	gen uint64
+	// slow marks a tick of the slow start of generation gen (see
+	// machine.SlowStartTick) rather than the end of its state's timer.
+	slow bool
 }
 
 // timerHeap is a binary min-heap of deadlines by time. One heap and one clock
@@ -97,12 +100,33 @@ func (m *Manager) runDue() {
 	now := m.clk.Now()
 	for len(m.timers) > 0 && !m.timers[0].at.After(now) {
 		d := m.timers.pop()
+		if d.slow {
+			m.slowStartTick(d.b, d.gen, now)
+			continue
+		}
 		if step, ok := d.b.mach.Expire(d.gen, d.at); ok {
 			m.handle(d.b, step)
 		}
 	}
 	if cap(m.timers) > 1024 && len(m.timers) < cap(m.timers)/4 {
 		m.timers = append(timerHeap(nil), m.timers...)
+	}
+}
+
+// slowStartTick works out again the share admitted by b's slow start of
+// generation gen, at now, and arms its next tick while it runs.
+func (m *Manager) slowStartTick(b *Breaker, gen uint64, now time.Time) {
+	if next, ok := b.mach.SlowStartTick(gen, now); ok {
+		m.timers.push(deadline{at: next, b: b, gen: gen, slow: true})
+	}
+}
+
+// slowStartTicks arms the next tick of b's slow start of generation gen,
+// if one runs: after a closing that started it, a new generation that
+// goes on with it, or a new length.
+func (m *Manager) slowStartTicks(b *Breaker, gen uint64, now time.Time) {
+	if next, ok := b.mach.SlowStartNext(gen, now); ok {
+		m.timers.push(deadline{at: next, b: b, gen: gen, slow: true})
 	}
 }
 
