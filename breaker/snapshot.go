@@ -15,19 +15,11 @@ type Snapshot struct {
 	// Until is when the open period or the probe's time ends; zero when
 	// there is none or it is not known yet.
 	Until time.Time
-	// SlowStartFrom and SlowStartUntil are set while the breaker is
-	// closed, after a recovery, in a slow start (manager's
-	// Config.SlowStart): the share of calls it admits grows linearly from
-	// none at SlowStartFrom to all at SlowStartUntil. Both are zero
-	// otherwise. SlowStartUntil may be past for a moment: the slow start
-	// is over, and its manager, at its tick at SlowStartUntil, publishes a
-	// snapshot without it.
-	SlowStartFrom, SlowStartUntil time.Time
 	// Err is the error a call declined in this snapshot gets: an
 	// *OpenError built once, with the snapshot, so that declining
 	// allocates nothing. It is nil while the breaker is closed, not
 	// halted and not in a slow start; in a slow start, its State is
-	// Closed and its Until is SlowStartUntil.
+	// Closed and its Until is the slow start's end.
 	Err *OpenError
 	// State is the breaker's state.
 	State State
@@ -41,4 +33,21 @@ type Snapshot struct {
 	Halted bool
 	// Removed is set once the breaker was removed from its manager.
 	Removed bool
+	// SlowStart is set while the breaker is closed, after a recovery, in a
+	// slow start (manager's Config.SlowStart), and nil otherwise.
+	SlowStart *SlowStart
+}
+
+// SlowStart is a slow start after a recovery: the breaker is closed, and
+// admits a share of calls that grows linearly from none at From to all at
+// Until. A snapshot's SlowStart must not be modified.
+type SlowStart struct {
+	// From is when the breaker closed (for a breaker shared with other
+	// processes, when the fleet closed), and Until when every call goes
+	// through again.
+	From, Until time.Time
+	// Share is the share of calls, from 0 to 1, admitted now: worked out
+	// again at each of the slow start's 100 steps (no closer together
+	// than 10ms), from the instant of the step.
+	Share float64
 }

@@ -73,7 +73,7 @@ func TestSlowStartLocal(t *testing.T) {
 	st := b.Stats()
 	assert.Equal(t, 0.0, st.Admitted, "nothing is admitted at the closing")
 	assert.Equal(t, until, st.SlowStartUntil)
-	assert.Equal(t, until, b.Snapshot().SlowStartUntil)
+	assert.Equal(t, until, b.Snapshot().SlowStart.Until)
 	assert.Equal(t, 0, admitted(t, b, 100, nil, until), "at the closing")
 
 	declinedBefore := b.Stats().Declined
@@ -92,7 +92,7 @@ func TestSlowStartLocal(t *testing.T) {
 		} else {
 			assert.Equal(t, 4000, in, "every call %v after the recovery", c.at)
 			assert.True(t, b.Stats().SlowStartUntil.IsZero())
-			assert.True(t, b.Snapshot().SlowStartUntil.IsZero(), "the manager ended it")
+			assert.Nil(t, b.Snapshot().SlowStart, "the manager ended it")
 		}
 		declinedBefore += uint64(4000 - in)
 		assert.Equal(t, declinedBefore, b.Stats().Declined, "declined calls are counted")
@@ -108,7 +108,7 @@ func TestSlowStartZero(t *testing.T) {
 	recoverBreaker(t, m, mock, b)
 	assert.Equal(t, 4000, admitted(t, b, 4000, nil, time.Time{}))
 	assert.Equal(t, 1.0, b.Stats().Admitted)
-	assert.True(t, b.Snapshot().SlowStartUntil.IsZero())
+	assert.Nil(t, b.Snapshot().SlowStart)
 }
 
 // TestSlowStartTripsAgain: five admitted failures during the slow start

@@ -91,7 +91,10 @@ func (b *Breaker) admitted(s *machine.Snapshot) (float64, time.Time) {
 	if s.Halted && !s.Removed && b.mgr.failingOpen.Load() {
 		return 1, time.Time{}
 	}
-	return s.Admitted(), s.SlowStartUntil
+	if s.SlowStart == nil {
+		return s.Admitted(), time.Time{}
+	}
+	return s.Admitted(), s.SlowStart.Until
 }
 
 // Stats returns the breaker's counters and state. The counters are read one

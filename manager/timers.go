@@ -101,7 +101,7 @@ func (m *Manager) runDue() {
 	for len(m.timers) > 0 && !m.timers[0].at.After(now) {
 		d := m.timers.pop()
 		if d.slow {
-			m.slowStartTick(d.b, d.gen, now)
+			m.slowStartTick(d.b, d.gen, d.at)
 			continue
 		}
 		if step, ok := d.b.mach.Expire(d.gen, d.at); ok {
@@ -114,9 +114,12 @@ func (m *Manager) runDue() {
 }
 
 // slowStartTick works out again the share admitted by b's slow start of
-// generation gen, at now, and arms its next tick while it runs.
-func (m *Manager) slowStartTick(b *Breaker, gen uint64, now time.Time) {
-	if next, ok := b.mach.SlowStartTick(gen, now); ok {
+// generation gen at its tick at, and arms its next tick while it runs.
+// The share is that of the tick's instant, not of the clock's when the
+// manager got to it: the same whatever steps the clock took (a mock clock
+// moved by a second at once runs every tick on the way).
+func (m *Manager) slowStartTick(b *Breaker, gen uint64, at time.Time) {
+	if next, ok := b.mach.SlowStartTick(gen, at); ok {
 		m.timers.push(deadline{at: next, b: b, gen: gen, slow: true})
 	}
 }

@@ -40,39 +40,39 @@ type Snapshot struct {
 	decline bool // State is Open or Probing, and not Halted
 	// closed is admit || slow: calls admitted now count in counter.
 	closed bool
-	// In a slow start, share is the share of calls it admits since its
-	// last tick, and threshold the same as a bound on a random uint64
-	// (SlowStartThreshold): a call is one draw and one comparison.
-	share     float64
-	threshold uint64
 	// held says that no timer ends the state: the driver holds it (see
 	// Hold), and Expire leaves it as it is.
 	held bool
+	// renewed counts the fresh counters the closed period was given
+	// (Renew, Reset of a closed breaker), so that a trip decided on a
+	// counter since replaced is told apart from one that only lost its
+	// compare-and-swap to a republished slow start (see TripBy). It may
+	// wrap: a trip would have to wait out 65,536 renewals to be fooled.
+	renewed uint16
 	// counter is the closed period's own counter. In other states it is
 	// the counter of the closed period that ended when the breaker opened
 	// (nil if none), kept only so that Window can show the rate it
 	// tripped on: Current hands it to no call.
 	counter breaker.Counter
-	// renewed counts the fresh counters the closed period was given
-	// (Renew, Reset of a closed breaker), so that a trip decided on a
-	// counter since replaced is told apart from one that only lost its
-	// compare-and-swap to a republished slow start (see TripBy).
-	renewed uint32
+	// threshold is, in a slow start, SlowStart.Share as a bound on a
+	// random uint64 (SlowStartThreshold): a call is one draw and one
+	// comparison.
+	threshold uint64
 }
 
 // newSnapshot returns a snapshot of breaker name holding s, of which only
 // the exported fields are read, completed: Admits, Declines and Err follow
 // from those fields, and the error is built once, here, with opened (the
 // error of the call that opened the breaker, if known) as its Cause.
-// Removed implies Halted. A slow start (SlowStartFrom, SlowStartUntil) is
-// kept only in a closed snapshot whose SlowStartUntil is set.
+// Removed implies Halted. A slow start is kept only in a closed snapshot;
+// its threshold is set by at.
 func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
 	s.Halted = s.Halted || s.Removed
 	closed := s.State == breaker.Closed && !s.Halted
-	if !closed || s.SlowStartUntil.IsZero() {
-		s.SlowStartFrom, s.SlowStartUntil = time.Time{}, time.Time{}
+	if !closed {
+		s.SlowStart = nil
 	}
-	slow := !s.SlowStartUntil.IsZero()
+	slow := s.SlowStart != nil
 	n := &Snapshot{
 		admit:   closed && !slow,
 		slow:    slow,
@@ -84,7 +84,7 @@ func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
 	case slow:
 		// A call the slow start declines is told when every call
 		// goes through again.
-		n.Err = &breaker.OpenError{Name: name, State: breaker.Closed, Until: s.SlowStartUntil}
+		n.Err = &breaker.OpenError{Name: name, State: breaker.Closed, Until: s.SlowStart.Until}
 	case !n.admit:
 		// Apart from the snapshot: a closed one, what most breakers
 		// hold most of the time, carries no error and no room for one.
@@ -117,16 +117,18 @@ func (s *Snapshot) Admitted() float64 {
 	case s.admit:
 		return 1
 	case s.slow:
-		return s.share
+		return s.SlowStart.Share
 	}
 	return 0
 }
 
-// at sets the share of s's slow start, if it has one, to that at now.
+// at sets the share of s's slow start, if it has one, to that at now. s
+// must not be published yet.
 func (s *Snapshot) at(now time.Time) *Snapshot {
 	if s.slow {
-		s.share = SlowStartShare(s.SlowStartFrom, s.SlowStartUntil, now)
-		s.threshold = SlowStartThreshold(s.SlowStartFrom, s.SlowStartUntil, now)
+		from, until := s.SlowStart.From, s.SlowStart.Until
+		s.SlowStart = &breaker.SlowStart{From: from, Until: until, Share: SlowStartShare(from, until, now)}
+		s.threshold = SlowStartThreshold(from, until, now)
 	}
 	return s
 }
@@ -333,10 +335,9 @@ func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, er
 			// The slow start, if one runs, goes on: the new
 			// generation is a new window, not a recovery.
 			next = newSnapshot(m.name, breaker.Snapshot{
-				State: breaker.Closed, Gen: cur.Gen + 1, Since: cur.Since,
-				SlowStartFrom: cur.SlowStartFrom, SlowStartUntil: cur.SlowStartUntil,
+				State: breaker.Closed, Gen: cur.Gen + 1, Since: cur.Since, SlowStart: cur.SlowStart,
 			}, nil)
-			next.counter, next.share, next.threshold = c, cur.share, cur.threshold
+			next.counter, next.threshold = c, cur.threshold
 		} else {
 			// The same state, republished: a transition to closed
 			// decided on the old snapshot, with a counter of the old
@@ -443,7 +444,7 @@ func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classi
 // from, if the breaker has one and it still runs at now.
 func (m *Machine) slowStartFrom(p *breaker.Snapshot, from, now time.Time) {
 	if d := m.SlowStart(); d > 0 && from.Add(d).After(now) {
-		p.SlowStartFrom, p.SlowStartUntil = from, from.Add(d)
+		p.SlowStart = &breaker.SlowStart{From: from, Until: from.Add(d)}
 	}
 }
 
@@ -682,9 +683,17 @@ func (m *Machine) renew(s *Snapshot, endSlow bool) bool {
 // the same generation, counter and period.
 func (m *Machine) republish(s *Snapshot, until, now time.Time) *Snapshot {
 	p := s.Snapshot
-	p.SlowStartUntil = until
+	p.SlowStart = nil
+	if !until.IsZero() {
+		p.SlowStart = &breaker.SlowStart{From: s.SlowStart.From, Until: until}
+	}
 	next := newSnapshot(m.name, p, nil).at(now)
 	next.counter, next.renewed = s.counter, s.renewed
+	if next.slow && until.Equal(s.SlowStart.Until) {
+		// A tick: the same error, so that a caller that keeps what it
+		// built from one (an adapter's status) keeps it.
+		next.Err = s.Err
+	}
 	return next
 }
 
@@ -704,10 +713,10 @@ func (m *Machine) SetSlowStart(d time.Duration, now time.Time) {
 			return
 		}
 		var until time.Time
-		if end := s.SlowStartFrom.Add(d); d > 0 && end.After(now) {
+		if end := s.SlowStart.From.Add(d); d > 0 && end.After(now) {
 			until = end
 		}
-		if until.Equal(s.SlowStartUntil) || m.cur.CompareAndSwap(s, m.republish(s, until, now)) {
+		if until.Equal(s.SlowStart.Until) || m.cur.CompareAndSwap(s, m.republish(s, until, now)) {
 			return
 		}
 	}
@@ -726,14 +735,14 @@ func (m *Machine) SlowStartTick(gen uint64, now time.Time) (next time.Time, ok b
 			return time.Time{}, false
 		}
 		var until time.Time
-		if now.Before(s.SlowStartUntil) {
-			until = s.SlowStartUntil
+		if now.Before(s.SlowStart.Until) {
+			until = s.SlowStart.Until
 		}
 		if m.cur.CompareAndSwap(s, m.republish(s, until, now)) {
 			if until.IsZero() {
 				return time.Time{}, false
 			}
-			return SlowStartNext(s.SlowStartFrom, until, now), true
+			return SlowStartNext(s.SlowStart.From, until, now), true
 		}
 	}
 }
@@ -746,7 +755,7 @@ func (m *Machine) SlowStartNext(gen uint64, now time.Time) (next time.Time, ok b
 	if s.Gen != gen || !s.slow {
 		return time.Time{}, false
 	}
-	return SlowStartNext(s.SlowStartFrom, s.SlowStartUntil, now), true
+	return SlowStartNext(s.SlowStart.From, s.SlowStart.Until, now), true
 }
 
 // Halt stops the machine for good: from now on every Acquire is declined
