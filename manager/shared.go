@@ -144,7 +144,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, probeErr error, notes []note) (fleet
 		switch {
 		case a.Move != nil:
 			mv := a.Move
-			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, now)
+			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, mv.SlowUntil, now)
 			if ok {
 				notes = append(notes, note{b: b, step: step})
 			}
@@ -480,7 +480,9 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 	var st store.Status
 	var applied bool
 	serr := sh.call(func(ctx context.Context) (err error) {
-		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, 0)
+		// A success starts the fleet's slow start, of this process's
+		// length; the store counts it down for every process.
+		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, b.mach.SlowStart())
 		return err
 	})
 	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: at}, err)

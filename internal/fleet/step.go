@@ -282,6 +282,8 @@ type Move struct {
 	Until  time.Time
 	Forced bool
 	Hold   time.Duration
+
+	SlowUntil time.Time // to closed: the end of the fleet's slow start (Mirror.SlowUntil)
 }
 
 // AcquireCall asks the store for a probe lease.
@@ -760,7 +762,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	if !next.Until.IsZero() {
 		hold = next.Until.Sub(now)
 	}
-	a.Move = &Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold}
+	a.Move = &Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold, SlowUntil: next.SlowUntil}
 }
 
 // raise moves the epoch up to e, noting how many status reads had

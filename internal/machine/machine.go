@@ -787,14 +787,17 @@ func (m *Machine) halt(removed bool) bool {
 // Mirror moves the breaker of generation gen to state st at now because
 // the state it shares with other processes says so, with until as the end
 // of its timer (zero if none is known), forced open (st must then be Open)
-// or not. Unlike the other transitions it may go between any two states,
+// or not. A move to Closed with slowUntil after now joins the fleet's slow
+// start that ends then, where it stands: the breaker's own SlowStart
+// before slowUntil is its start (none if the breaker has none). Unlike
+// the other transitions it may go between any two states,
 // since it follows decisions made elsewhere: a fleet's ForceOpen forces it,
 // a fleet's Reset lifts that. Like every transition it was decided on one
 // generation, and applies only in it: it reports false if the breaker has
 // moved on from gen, is already in st with the same forcing, or is halted,
 // and refuses a state that is not one of the four, or forced for a state
 // other than Open.
-func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, now time.Time) (Step, bool) {
+func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, slowUntil, now time.Time) (Step, bool) {
 	if st < breaker.Closed || st > breaker.Probing || forced && st != breaker.Open {
 		return Step{}, false
 	}
@@ -806,7 +809,11 @@ func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced b
 		if s.Gen != gen || s.State == st && s.Forced == forced || s.Halted {
 			return Step{}, false
 		}
-		next := m.snapshot(st, s.Gen+1, now, until, forced, false, openedBy(s, st, nil))
+		p := breaker.Snapshot{State: st, Gen: s.Gen + 1, Since: now, Until: until, Forced: forced}
+		if d := m.SlowStart(); st == breaker.Closed && d > 0 && slowUntil.After(now) {
+			p.SlowStart = &breaker.SlowStart{From: slowUntil.Add(-d), Until: slowUntil}
+		}
+		next := newSnapshot(m.name, p, openedBy(s, st, nil)).at(now)
 		if st == breaker.Closed {
 			next.counter = m.newCounter()
 		} else {

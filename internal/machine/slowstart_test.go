@@ -165,7 +165,7 @@ func TestMachineNoSlowStart(t *testing.T) {
 			m := new(machine.Machine)
 			require.NoError(t, m.InitSlow("db", breaker.Consecutive{Failures: 2}, 10*time.Second, t0))
 			m.Trip(1, classify.Failure, nil, t0)
-			_, ok := m.Mirror(2, closed, time.Time{}, false, at(time.Second))
+			_, ok := m.Mirror(2, closed, time.Time{}, false, time.Time{}, at(time.Second))
 			require.True(t, ok)
 			return m
 		}},
@@ -245,4 +245,41 @@ func TestMachineTripAfterSlowStartRepublished(t *testing.T) {
 	m.SlowStartTick(gen, at(52*time.Second))
 	_, ok := m.Trip(gen, classify.Failure, nil, at(52*time.Second))
 	assert.True(t, ok)
+}
+
+// TestMirrorSlowStart: a breaker that follows the fleet to closed joins
+// the fleet's slow start where it stands, measured with its own
+// SlowStart back from the fleet's end; without a SlowStart of its own, or
+// past the end, it admits every call.
+func TestMirrorSlowStart(t *testing.T) {
+	for _, c := range []struct {
+		desc      string
+		slow      time.Duration
+		slowUntil time.Time
+		share     float64 // want, at t0+4s; 1: no slow start
+	}{
+		{"4s into a fleet's slow start of 10s", 10 * time.Second, at(10 * time.Second), 0.4},
+		{"at the fleet's closing", 10 * time.Second, at(14 * time.Second), 0},
+		{"no SlowStart of its own", 0, at(10 * time.Second), 1},
+		{"the fleet's slow start is over", 10 * time.Second, at(4 * time.Second), 1},
+		{"none in the store", 10 * time.Second, time.Time{}, 1},
+	} {
+		m := new(machine.Machine)
+		require.NoError(t, m.InitSlow("db", breaker.Consecutive{Failures: 2}, c.slow, t0))
+		_, ok := m.Mirror(1, halfOpen, time.Time{}, false, time.Time{}, t0)
+		require.True(t, ok)
+		_, ok = m.Mirror(2, closed, time.Time{}, false, c.slowUntil, at(4*time.Second))
+		require.True(t, ok, c.desc)
+		s := m.Snapshot()
+		assert.Equal(t, c.share, s.Admitted(), c.desc)
+		if c.share == 1 {
+			assert.Nil(t, s.SlowStart, c.desc)
+			continue
+		}
+		require.NotNil(t, s.SlowStart, c.desc)
+		assert.Equal(t, c.slowUntil, s.SlowStart.Until, c.desc)
+		assert.Equal(t, c.slowUntil.Add(-c.slow), s.SlowStart.From, c.desc)
+		next, ok := m.SlowStartNext(s.Gen, at(4*time.Second))
+		assert.True(t, ok && next.After(at(4*time.Second)), "%s: the next tick %v", c.desc, next)
+	}
 }
