@@ -19,11 +19,15 @@ var ErrOpen = errors.New("fusebox: breaker is open")
 type OpenError struct {
 	// Name is the breaker's name.
 	Name string
-	// State is Open, HalfOpen or Probing: the state that declined the call.
+	// State is Open, HalfOpen or Probing: the state that declined the call;
+	// or Closed for a call declined by a slow start after a recovery
+	// (manager's Config.SlowStart), which admits only a share of calls.
 	State State
 	// Until is when the breaker next lets a probe through: the end of the
 	// open period, or the end of the running probe's time. It is zero when
 	// that is not known (yet), for example while a breaker is forced open.
+	// For a call declined by a slow start (State Closed), it is the end of
+	// the slow start, when every call goes through again.
 	Until time.Time
 	// Cause is the error of the call that opened the breaker (it tripped it,
 	// or it was the probe that failed), when that call was released with
@@ -43,6 +47,8 @@ func (e *OpenError) Error() string {
 	switch e.State {
 	case Probing:
 		what = "probing (one trial call in flight)"
+	case Closed:
+		what = "in its slow start (admitting a growing share of calls)"
 	default:
 		what = e.State.String()
 	}

@@ -17,8 +17,9 @@ type Snapshot struct {
 	Until time.Time
 	// Err is the error a call declined in this snapshot gets: an
 	// *OpenError built once, with the snapshot, so that declining
-	// allocates nothing. It is nil while the breaker is closed and not
-	// halted.
+	// allocates nothing. It is nil while the breaker is closed, not
+	// halted and not in a slow start; in a slow start, its State is
+	// Closed and its Until is the slow start's end.
 	Err *OpenError
 	// State is the breaker's state.
 	State State
@@ -32,4 +33,21 @@ type Snapshot struct {
 	Halted bool
 	// Removed is set once the breaker was removed from its manager.
 	Removed bool
+	// SlowStart is set while the breaker is closed, after a recovery, in a
+	// slow start (manager's Config.SlowStart), and nil otherwise.
+	SlowStart *SlowStart
+}
+
+// SlowStart is a slow start after a recovery: the breaker is closed, and
+// admits a share of calls that grows linearly from none at From to all at
+// Until. A snapshot's SlowStart must not be modified.
+type SlowStart struct {
+	// From is when the breaker closed (for a breaker shared with other
+	// processes, when the fleet closed), and Until when every call goes
+	// through again.
+	From, Until time.Time
+	// Share is the share of calls, from 0 to 1, admitted now: worked out
+	// again at each of the slow start's 100 steps (no closer together
+	// than 10ms), from the instant of the step.
+	Share float64
 }

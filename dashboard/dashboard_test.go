@@ -275,7 +275,7 @@ func (s *sse) apply(t *testing.T, event, data string) {
 	for _, raw := range msg.B {
 		var r []any
 		require.NoError(t, json.Unmarshal(raw, &r))
-		require.Len(t, r, 18, "%s", raw)
+		require.Len(t, r, 20, "%s", raw)
 		b := s.byID[int(r[0].(float64))]
 		require.NotNil(t, b, "record of an unknown breaker: %s", raw)
 		n := func(i int) uint64 { return uint64(r[i].(float64)) }
@@ -285,6 +285,7 @@ func (s *sse) apply(t *testing.T, event, data string) {
 		b.Declined, b.Stale, b.DroppedEvents, b.MissedTransitions, b.SlowCalls = n(9), n(10), n(11), n(12), n(13)
 		b.CallRate, b.FailureRate = r[14].(float64)/100, r[15].(float64)/1000
 		b.Processes = int64(r[16].(float64))
+		b.Admitted, b.SlowStartUntil = r[18].(float64), rel(r[19])
 		for _, tr := range r[17].([]any) {
 			tr := tr.([]any)
 			b.Transitions = append(b.Transitions, dashboard.TransitionRecord{

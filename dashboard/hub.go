@@ -89,6 +89,8 @@ type view struct {
 	missed, slow                                       uint64
 	perSecond, failurePermille                         int64 // rounded: calls per 100 s, failures per thousand
 	processes                                          int64 // the processes the fleet's count comes from, under a quorum
+	admitted                                           float64
+	slowUntil                                          time.Time // the end of a slow start that runs
 }
 
 type entry struct {
@@ -282,6 +284,7 @@ func (h *hub) viewOf(e *entry, now time.Time, sampleRates bool) view {
 		shared: st.Shared, storeDown: st.StoreDown, processes: st.Processes,
 		calls: st.Calls, ok: st.Successes, failures: st.Failures, ignored: st.Ignored,
 		declined: st.Declined, stale: st.Stale, drp: st.DroppedEvents, missed: e.missed, slow: st.SlowCalls,
+		admitted: st.Admitted, slowUntil: st.SlowStartUntil,
 	}
 	if sampleRates {
 		cur := sample{at: now, calls: st.Calls, ok: st.Successes, failures: st.Failures}
@@ -534,7 +537,13 @@ func appendRecord(buf []byte, e *entry, v view, trs []wireTransition, now time.T
 		buf = strconv.AppendInt(buf, int64(t.outcome), 10)
 		buf = append(buf, ']')
 	}
-	return append(buf, "]]"...)
+	// After the transitions, so that a page that knows only the fields
+	// before them still reads them in their places.
+	buf = append(buf, "],"...)
+	buf = strconv.AppendFloat(buf, v.admitted, 'g', -1, 64)
+	buf = append(buf, ',')
+	buf = appendRel(buf, v.slowUntil, now)
+	return append(buf, ']')
 }
 
 // appendString appends s as a JSON string, escaping what JSON requires

@@ -38,6 +38,14 @@ type BreakerStatus struct {
 	Until time.Time `json:"until,omitzero"`
 	// Forced is set while the breaker is forced open by hand.
 	Forced bool `json:"forced,omitempty"`
+	// Admitted is the share of calls the breaker lets through now, from
+	// 0 to 1 (manager.Stats.Admitted): 1 while it is closed, growing from
+	// 0 to 1 during a slow start after a recovery, 0 while it is open or
+	// probing (absent then).
+	Admitted float64 `json:"admitted,omitempty"`
+	// SlowStartUntil, during a slow start after a recovery, is when it
+	// ends: when every call goes through again. Absent otherwise.
+	SlowStartUntil time.Time `json:"slow_start_until,omitzero"`
 	// StoreDown is set while a shared breaker cannot reach its store.
 	StoreDown bool `json:"store_down,omitempty"`
 	// Processes, for a shared breaker with a quorum, is how many
@@ -130,6 +138,8 @@ func (h *Handler) status() Status {
 			Since:             s.Since,
 			Until:             s.Until,
 			Forced:            s.Forced,
+			Admitted:          s.Admitted,
+			SlowStartUntil:    s.SlowStartUntil,
 			StoreDown:         s.StoreDown,
 			Processes:         s.Processes,
 			Calls:             s.Calls,

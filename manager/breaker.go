@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -104,7 +105,9 @@ type Permit struct {
 func (p Permit) Probe() bool { return p.t.Probe }
 
 // Acquire asks for a permit to make one call. It never waits for the
-// manager. In the closed state it returns a permit at once; in half_open the
+// manager. In the closed state it returns a permit at once, except in a
+// slow start after a recovery (Config.SlowStart), which admits a growing
+// share of calls and declines the others; in half_open the
 // first caller gets the probe's permit; otherwise the call is declined with
 // a *breaker.OpenError (errors.Is(err, breaker.ErrOpen) holds), built once
 // per open period so that declining allocates nothing. Once the breaker is
@@ -130,7 +133,22 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		b.stats.Add(statDeclined)
 		return Permit{}, s.Err
 	}
+	if s.SlowStarting() {
+		return b.acquireSlowStart(s)
+	}
 	return b.acquireSlow(ctx)
+}
+
+// acquireSlowStart is Acquire in a slow start: the call goes through with
+// the share the slow start admits, which the manager works out again at
+// each of its ticks, and is declined with the snapshot's error otherwise.
+// It draws a random number and reads no clock.
+func (b *Breaker) acquireSlowStart(s *machine.Snapshot) (Permit, error) {
+	if !s.SlowStartAdmits(rand.Uint64()) {
+		b.stats.Add(statDeclined)
+		return Permit{}, s.Err
+	}
+	return b.permit(machine.Ticket{Gen: s.Gen}), nil
 }
 
 // acquireSlow is Acquire in half_open, where the caller may become the

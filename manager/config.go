@@ -61,6 +61,23 @@ type Config struct {
 	// off by default. Reconfigure may turn it on, or off, which drops the
 	// histogram.
 	TimeCalls bool
+	// SlowStart, when positive, gives a service that just recovered its
+	// traffic back gradually: after a recovery (a probe succeeded and
+	// closed the breaker), the breaker admits a share of calls that grows
+	// linearly from none at the closing to all SlowStart later. A call it
+	// declines meanwhile gets a *breaker.OpenError whose State is
+	// breaker.Closed and whose Until is the end of the slow start
+	// (errors.Is(err, breaker.ErrOpen) holds), counted in Stats.Declined.
+	// The breaker is closed all along: the admitted calls count as in any
+	// closed period, and enough failures among them trip it again. Reset,
+	// a restart after a panic, and any closing that is not a recovery
+	// admit every call at once. Stats.Admitted says the share admitted
+	// now. Zero turns it off (every call goes through as soon as the
+	// breaker closes); negative fails Register. Reconfigure may change it:
+	// a slow start that runs is then measured against the new length from
+	// its start, and ends at once if that is past, or if the new length is
+	// zero.
+	SlowStart time.Duration
 }
 
 // The defaults of a zero Config.

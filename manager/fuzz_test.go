@@ -33,8 +33,8 @@ import (
 // outcome, when), the Init calls, the snapshot (state, generation, since,
 // until, forced, halted) and the counters of Stats.
 //
-// The input is a header of four bytes (the strategy, the Recover's periods,
-// the supervision limits) and then pairs of bytes: an operation and its
+// The input is a header of four bytes (the strategy and the slow start, the
+// Recover's periods, the supervision limits) and then pairs of bytes: an operation and its
 // argument. See decodeScript. The seed corpus in
 // testdata/fuzz/FuzzBreakerModel covers every edge of the state graph (see
 // TestFuzzSeedCorpus); go test replays it on every run, and
@@ -128,7 +128,13 @@ type fuzzHeader struct {
 	recSel      byte
 	maxRestarts int
 	window      time.Duration
+	slowStart   time.Duration
 }
+
+// scriptSlowStarts are the slow starts bits 3 and 4 of the first header
+// byte pick: none (the seeds from before slow starts have them clear), one
+// of two ticks, one of 15, one of 100 ticks of 20ms.
+var scriptSlowStarts = []time.Duration{0, 20 * time.Millisecond, 150 * time.Millisecond, 2 * time.Second}
 
 // The periods the scripted Recover hands out, in turn, from an offset the
 // header picks: zero and negative ones included (a negative one counts as
@@ -168,6 +174,7 @@ func decodeScript(data []byte) (fuzzHeader, []fuzzOp) {
 		}
 		hd.model = func() modelStrategy { return &modelRate{rate: rate, window: window, minCalls: eff} }
 	}
+	hd.slowStart = scriptSlowStarts[h[0]>>3&3]
 	hd.recSel = h[2]
 	hd.maxRestarts = 2 + int(h[3]%4)
 	hd.window = time.Duration(1+int(h[3]>>2)%8) * 50 * time.Millisecond
@@ -236,16 +243,18 @@ func (r *scriptedRecover) take() ([]recover.Context, int) {
 
 // scriptReport is what a played script went through.
 type scriptReport struct {
-	ops, checks int
-	edges       map[pathEdge]int
-	halted      bool
-	stale       uint64
-	declined    uint64
-	cancelled   int  // Acquires refused because their context was done
-	initFailed  bool // a restart's Init panicked
-	zeroTimer   bool // a timer fired in the step that armed it
-	edgeEarly   bool // the clock stopped one nanosecond before a deadline
-	doubleCount bool // a permit was released twice
+	ops, checks  int
+	edges        map[pathEdge]int
+	halted       bool
+	stale        uint64
+	declined     uint64
+	cancelled    int  // Acquires refused because their context was done
+	initFailed   bool // a restart's Init panicked
+	zeroTimer    bool // a timer fired in the step that armed it
+	edgeEarly    bool // the clock stopped one nanosecond before a deadline
+	doubleCount  bool // a permit was released twice
+	slowDeclined int  // calls a slow start declined at random
+	slowAdmitted int  // calls a slow start let through at random
 }
 
 // heldPermit is a permit held by the script: the real one and the model's.
@@ -269,7 +278,7 @@ func runScript(t testing.TB, data []byte) scriptReport {
 	defer m.Stop()
 	rec := &scriptedRecover{sel: hd.recSel}
 	const name = "fuzzed"
-	b, err := m.Register(name, manager.Config{Strategy: hd.strategy, Recover: rec})
+	b, err := m.Register(name, manager.Config{Strategy: hd.strategy, Recover: rec, SlowStart: hd.slowStart})
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
@@ -283,7 +292,8 @@ func runScript(t testing.TB, data []byte) scriptReport {
 	paths := newPathChecker()
 	var held []heldPermit
 	var trace strings.Builder
-	fmt.Fprintf(&trace, "strategy %#v, recover selector %d, restarts %d within %v\n", hd.strategy, hd.recSel, hd.maxRestarts, hd.window)
+	mod.slow = hd.slowStart
+	fmt.Fprintf(&trace, "strategy %#v, slow start %v, recover selector %d, restarts %d within %v\n", hd.strategy, hd.slowStart, hd.recSel, hd.maxRestarts, hd.window)
 	fatalf := func(step int, format string, args ...any) {
 		t.Helper()
 		t.Fatalf("step %d (%v): %s\nscript so far:\n%s", step, ops[step], fmt.Sprintf(format, args...), trace.String())
@@ -300,6 +310,10 @@ func runScript(t testing.TB, data []byte) scriptReport {
 			}
 			p, err := b.Acquire(ctx)
 			mp, moe, merr := mod.acquire(op.kind == opAcquireCancelled)
+			if mod.either && err != nil {
+				moe = mod.declineSlow() // the slow start's draw declined it
+				rep.slowDeclined++
+			}
 			rep.checks++
 			switch {
 			case moe != nil:
@@ -323,6 +337,9 @@ func runScript(t testing.TB, data []byte) scriptReport {
 				}
 				if p.Probe() != mp.probe {
 					fatalf(i, "Acquire returned a permit with Probe() %v, want %v", p.Probe(), mp.probe)
+				}
+				if mod.either {
+					rep.slowAdmitted++
 				}
 				if len(held) < 64 {
 					held = append(held, heldPermit{p, mp})
@@ -417,12 +434,23 @@ func runScript(t testing.TB, data []byte) scriptReport {
 		// The breaker's state and counters.
 		rep.checks += 3
 		s := b.Snapshot()
-		got := fmt.Sprintf("%v gen=%d since=%d until=%d forced=%v halted=%v", s.State, s.Gen, s.Since.UnixNano(), s.Until.UnixNano(), s.Forced, s.Halted)
-		want := fmt.Sprintf("%v gen=%d since=%d until=%d forced=%v halted=%v", mod.state, mod.gen, mod.since.UnixNano(), mod.until.UnixNano(), mod.forced, mod.halted)
+		st := b.Stats()
+		const format = "%v gen=%d since=%d until=%d forced=%v halted=%v slow start=%d..%d admitted=%v"
+		var gotFrom, gotUntil time.Time
+		if s.SlowStart != nil {
+			gotFrom, gotUntil = s.SlowStart.From, s.SlowStart.Until
+			if s.SlowStart.Share != st.Admitted {
+				fatalf(i, "the snapshot's slow start admits %v, Stats.Admitted says %v", s.SlowStart.Share, st.Admitted)
+			}
+		}
+		got := fmt.Sprintf(format, s.State, s.Gen, s.Since.UnixNano(), s.Until.UnixNano(), s.Forced, s.Halted,
+			gotFrom.UnixNano(), gotUntil.UnixNano(), st.Admitted)
+		slowFrom, slowUntil := mod.slowStart()
+		want := fmt.Sprintf(format, mod.state, mod.gen, mod.since.UnixNano(), mod.until.UnixNano(), mod.forced, mod.halted,
+			slowFrom.UnixNano(), slowUntil.UnixNano(), mod.admitted())
 		if got != want {
 			fatalf(i, "snapshot:\n got  %s\n want %s", got, want)
 		}
-		st := b.Stats()
 		gotStats := modelStats{st.Successes, st.Failures, st.Ignored, st.Declined, st.Stale}
 		if gotStats != mod.stats || st.DroppedEvents != 0 || st.Calls != st.Successes+st.Failures+st.Ignored+st.Declined {
 			fatalf(i, "stats:\n got  %+v\n want %+v", st, mod.stats)
@@ -496,6 +524,12 @@ func consHeader(failures int, recSel, sup byte) [4]byte {
 
 func rateHeader(rateIdx, window, minCalls int, recSel, sup byte) [4]byte {
 	return [4]byte{1 | byte(rateIdx)<<1, byte(window-1) | byte(minCalls)<<3, recSel, sup}
+}
+
+// slowHeader is h with the slow start scriptSlowStarts[sel].
+func slowHeader(h [4]byte, sel byte) [4]byte {
+	h[0] |= sel << 3
+	return h
 }
 
 // Shorthands for the seed scripts.
@@ -649,8 +683,29 @@ func fuzzSeeds() []scriptSeed[fuzzOp] {
 			),
 		},
 	}
+	seeds = append(seeds, scriptSeed[fuzzOp]{
+		// A recovery starts a slow start of 150ms (ticks of 10ms): it
+		// declines every call at the closing, some later; a trip,
+		// Reset and a restart end it, and so does its end.
+		name:   "slow-start",
+		header: slowHeader(consHeader(2, 0, 3), 2),
+		ops: ops(
+			sTrip(2), []fuzzOp{sEdge, sAcquire, sRelease(oSuccess)}, // a recovery
+			[]fuzzOp{sAcquire, sAcquire, sAdvance(9), sAcquire, sAdvance(1)}, // nothing goes through before the first tick
+			[]fuzzOp{sAcquire, sAcquire, sAcquire, sAcquire, sAdvance(60)},
+			[]fuzzOp{sAcquire, sAcquire, sAcquire, sAcquire, sAcquire, sAcquire, sAcquire, sAcquire},
+			[]fuzzOp{sRelease(oFailure), sRelease(oFailure), sRelease(oFailure)}, // trips if two went through
+			[]fuzzOp{sReset, sAcquire, sRelease(oSuccess)},
+			sTrip(2), []fuzzOp{sEdge, sAcquire, sRelease(oSuccess), sAdvance(100)}, // another recovery
+			[]fuzzOp{sAcquire, sAcquire, sAcquire, sAcquire, sReset, sAcquire}, // Reset ends it
+			sTrip(2), []fuzzOp{sEdge, sAcquire, sRelease(oSuccess), sAdvance(30)},
+			[]fuzzOp{sPanic, sAcquire, sAcquire, sAcquire, sAcquire}, // a panic...
+			sTrip(2), []fuzzOp{sAcquire}, // ...restarts it: the trip's Timeout panics, closed at full rate
+			sTrip(2), []fuzzOp{sEdge, sAcquire, sRelease(oSuccess), sAdvance(149), sAcquire, sEdgeLate, sAdvance(1), sAcquire},
+		),
+	})
 	// Longer scripts drawn at random, with a fixed seed.
-	for i, h := range [][4]byte{consHeader(3, 9, 7), rateHeader(2, 6, 3, 20, 13), consHeader(1, 42, 1)} {
+	for i, h := range [][4]byte{consHeader(3, 9, 7), rateHeader(2, 6, 3, 20, 13), consHeader(1, 42, 1), slowHeader(consHeader(2, 9, 7), 2), slowHeader(rateHeader(1, 4, 2, 3, 7), 3)} {
 		r := rand.New(rand.NewPCG(uint64(i), 2026))
 		var ops []fuzzOp
 		for range 250 {
@@ -687,6 +742,8 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		all.zeroTimer = all.zeroTimer || rep.zeroTimer
 		all.edgeEarly = all.edgeEarly || rep.edgeEarly
 		all.doubleCount = all.doubleCount || rep.doubleCount
+		all.slowDeclined += rep.slowDeclined
+		all.slowAdmitted += rep.slowAdmitted
 	}
 
 	C, O, H, P := breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing
@@ -719,4 +776,6 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	assert.True(t, all.zeroTimer, "a seed has a timer of zero")
 	assert.True(t, all.edgeEarly, "a seed stops the clock one nanosecond before a deadline")
 	assert.True(t, all.doubleCount, "a seed releases a permit twice")
+	assert.Positive(t, all.slowDeclined, "a slow start declines calls at random")
+	assert.Positive(t, all.slowAdmitted, "a slow start lets calls through at random")
 }

@@ -193,6 +193,9 @@ func (m *Manager) apply(n note) {
 		}
 		until = m.schedule(b, s, d)
 	}
+	if s.To == breaker.Closed {
+		m.slowStartTicks(b, s.Gen, s.At)
+	}
 	m.emitKind(b, s, n.kind, until)
 	if sh := b.fleet; sh != nil {
 		if !m.faulted(b) {

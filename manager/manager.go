@@ -254,7 +254,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		}
 		b.truth, b.fleet, b.hearsAll = sh, sh, true
 	}
-	if p := guard(func() { err = b.mach.Init(name, cfg.Strategy, m.clk.Now()) }); p != nil {
+	if p := guard(func() { err = b.mach.InitSlow(name, cfg.Strategy, cfg.SlowStart, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)
 	}
 	if err != nil {

@@ -297,6 +297,14 @@ type refModel struct {
 	timeouts []recover.Context // expected Recover.Timeout calls, since the last take
 	cause    error             // the error of the call being released, for Context.Err
 	opened   error             // what opened the breaker: its declined calls' OpenError.Cause
+
+	// The slow start after a recovery (Config.SlowStart): one runs while
+	// slowUntil is set, from slowFrom; its share is worked out again at
+	// each tick, the last at slowTick.
+	slow                          time.Duration
+	slowFrom, slowUntil, slowTick time.Time
+	slowShare                     float64
+	either                        bool // the last acquire may go through or be declined, at random
 }
 
 func newRefModel(name string, strat modelStrategy, dur func(int, bool) time.Duration, now time.Time, maxRestarts int, window time.Duration) *refModel {
@@ -322,6 +330,11 @@ func (r *refModel) move(to breaker.State, cause breaker.Cause, o classify.Outcom
 	r.timed = false
 	if to == breaker.Closed {
 		r.strat.reset()
+	}
+	r.slowFrom, r.slowUntil = time.Time{}, time.Time{}
+	if to == breaker.Closed && cause == breaker.CauseProbe && r.slow > 0 {
+		// A recovery: nothing goes through at the closing.
+		r.slowFrom, r.slowUntil, r.slowTick, r.slowShare = at, at.Add(r.slow), at, 0
 	}
 	r.events = append(r.events, modelEvent{from, to, cause, o, r.gen, at, manager.EventTransition})
 	tr := breaker.Transition{From: from, To: to}
@@ -378,6 +391,7 @@ func (r *refModel) restart() {
 	switch {
 	case r.state == breaker.Closed:
 		r.strat.reset()
+		r.slowFrom, r.slowUntil = time.Time{}, time.Time{} // a restart is not a recovery
 	case !r.forced:
 		r.move(breaker.Closed, breaker.CauseRestart, 0, r.now)
 	}
@@ -394,19 +408,72 @@ func (r *refModel) fire() {
 	}
 }
 
-// advance moves the clock to now, firing the timer on the way.
+// advance moves the clock to now, firing the timer on the way, and ticks
+// the slow start.
 func (r *refModel) advance(d time.Duration) {
 	r.now = r.now.Add(d)
 	r.fire()
+	r.tickSlow()
+}
+
+// tickSlow works the slow start's share out at the last of its ticks that
+// now has reached: the ticks divide it into 100 steps no shorter than
+// 10ms, each with the share of its own instant, and the last is its end,
+// which ends it.
+func (r *refModel) tickSlow() {
+	if r.slowUntil.IsZero() || r.halted {
+		return
+	}
+	if !r.now.Before(r.slowUntil) {
+		r.slowFrom, r.slowUntil = time.Time{}, time.Time{}
+		return
+	}
+	total := r.slowUntil.Sub(r.slowFrom)
+	step := max(total/100, 10*time.Millisecond)
+	if tick := r.slowFrom.Add(r.now.Sub(r.slowFrom) / step * step); tick.After(r.slowTick) {
+		r.slowTick, r.slowShare = tick, float64(tick.Sub(r.slowFrom))/float64(total)
+	}
+}
+
+// admitted is Stats.Admitted.
+func (r *refModel) admitted() float64 {
+	switch {
+	case r.halted || r.state != breaker.Closed:
+		return 0
+	case !r.slowUntil.IsZero():
+		return r.slowShare
+	}
+	return 1
+}
+
+// slowStart is the slow start the snapshot shows: none once halted.
+func (r *refModel) slowStart() (from, until time.Time) {
+	if r.halted {
+		return time.Time{}, time.Time{}
+	}
+	return r.slowFrom, r.slowUntil
+}
+
+// declineSlow is an Acquire the slow start declined, which the model
+// allowed (either).
+func (r *refModel) declineSlow() *breaker.OpenError {
+	r.stats.Declined++
+	return &breaker.OpenError{Name: r.name, State: breaker.Closed, Until: r.slowUntil}
 }
 
 // acquire returns what Acquire gives: a permit, a declined call's error, or
 // another error (ErrStopped, or the context's error).
 func (r *refModel) acquire(cancelled bool) (modelPermit, *breaker.OpenError, error) {
+	r.either = false
 	switch {
 	case r.halted:
 		return modelPermit{}, nil, manager.ErrStopped
+	case r.state == breaker.Closed && !r.slowUntil.IsZero() && r.slowShare == 0:
+		return modelPermit{}, r.declineSlow(), nil
 	case r.state == breaker.Closed:
+		// In a slow start, a share of calls goes through, drawn at
+		// random: the caller sees which (declineSlow).
+		r.either = !r.slowUntil.IsZero()
 		return modelPermit{gen: r.gen}, nil, nil
 	case r.state == breaker.Open || r.state == breaker.Probing:
 		r.stats.Declined++
@@ -478,6 +545,7 @@ func (r *refModel) reset() error {
 		return manager.ErrStopped
 	case r.state == breaker.Closed:
 		r.strat.reset()
+		r.slowFrom, r.slowUntil = time.Time{}, time.Time{} // Reset lets every call through
 		return nil
 	}
 	r.move(breaker.Closed, breaker.CauseReset, 0, r.now)

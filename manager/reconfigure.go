@@ -37,6 +37,10 @@ type reconfigureReq struct {
 //   - SlowCall times every call acquired from then on; a call in flight
 //     when it changes is measured against the new SlowCall if it was timed
 //     when acquired, and is not slow otherwise.
+//   - SlowStart applies from the next recovery; a slow start that runs is
+//     measured against the new SlowStart from its start, so it ends at
+//     once if that end is past or SlowStart is now zero. A new Strategy
+//     does not end a slow start.
 //   - The Store cannot change, nor, for a shared breaker, the Fallback,
 //     nor what the store's layout of the breaker depends on: the kind of
 //     Strategy, and a breaker.TimeWindow's Period and Buckets. The error
@@ -128,6 +132,11 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	}
 	b.setClassifier(cfg.Classify, req.nilSucceeds)
 	b.setTiming(cfg)
+	b.mach.SetSlowStart(cfg.SlowStart, now)
+	if s := b.mach.Snapshot(); s.SlowStarting() {
+		// A new length may end it before the tick armed for the old.
+		m.slowStartTicks(b, s.Gen, now)
+	}
 	if req.apply != nil {
 		req.apply()
 	}

@@ -469,7 +469,9 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 	var st store.Status
 	var applied bool
 	serr := sh.call(func(ctx context.Context) (err error) {
-		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, 0)
+		// A success starts the fleet's slow start, of this process's
+		// length; the store counts it down for every process.
+		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, b.mach.SlowStart())
 		return err
 	})
 	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: at}, err)

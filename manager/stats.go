@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/machine"
 )
 
 // Stats are a breaker's counters and state at one moment. The counters
@@ -23,6 +24,16 @@ type Stats struct {
 	// Removed is set once Manager.Remove removed the breaker: State is then
 	// the state it was in, and the counters stay as they were.
 	Removed bool
+	// Admitted is the share of calls, from 0 to 1, that the breaker lets
+	// through now: 1 while it is closed, except in a slow start after a
+	// recovery (Config.SlowStart), where it grows linearly from 0 to 1;
+	// 0 while it is open, half_open (but for its one probe) or probing,
+	// and once it is out of service, unless its halted manager lets calls
+	// through unprotected (Options.FailOpen): 1 then.
+	Admitted float64
+	// SlowStartUntil, while a slow start runs, is when it ends: when
+	// Admitted reaches 1. It is zero otherwise.
+	SlowStartUntil time.Time
 
 	// Calls is every call that asked for a permit and has finished: the
 	// sum of Successes, Failures, Ignored and Declined. Calls still in
@@ -31,7 +42,8 @@ type Stats struct {
 	// Successes, Failures and Ignored count released calls by outcome,
 	// stale ones included.
 	Successes, Failures, Ignored uint64
-	// Declined counts calls refused by an open or probing breaker.
+	// Declined counts calls refused by an open or probing breaker, and by
+	// a slow start.
 	Declined uint64
 	// Stale counts releases of permits granted before the breaker last
 	// changed state; they changed nothing but these counters.
@@ -74,6 +86,17 @@ type Stats struct {
 	Processes int64
 }
 
+// admitted is Stats.Admitted and Stats.SlowStartUntil for snapshot s.
+func (b *Breaker) admitted(s *machine.Snapshot) (float64, time.Time) {
+	if s.Halted && !s.Removed && b.mgr.failingOpen.Load() {
+		return 1, time.Time{}
+	}
+	if s.SlowStart == nil {
+		return s.Admitted(), time.Time{}
+	}
+	return s.Admitted(), s.SlowStart.Until
+}
+
 // Stats returns the breaker's counters and state. The counters are read one
 // after another while calls go on, so under load they may be a few calls
 // apart from one another.
@@ -96,6 +119,7 @@ func (b *Breaker) Stats() Stats {
 		DroppedEvents: b.dropped.Load(),
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined
+	st.Admitted, st.SlowStartUntil = b.admitted(s)
 	var now time.Time
 	if b.mach.UsesClock() {
 		now = b.mgr.clk.Now()

@@ -26,7 +26,7 @@ func TestStatsAddUp(t *testing.T) {
 	t0 := mock.Now()
 
 	st := b.Stats()
-	assert.Equal(t, manager.Stats{Name: "stats", State: breaker.Closed, Since: t0}, st, "a new breaker")
+	assert.Equal(t, manager.Stats{Name: "stats", State: breaker.Closed, Since: t0, Admitted: 1}, st, "a new breaker")
 
 	release(t, b, nil)              // success 1
 	release(t, b, nil)              // success 2
@@ -77,6 +77,7 @@ func TestStatsAddUp(t *testing.T) {
 		Name:      "stats",
 		State:     breaker.Closed,
 		Since:     mock.Now(),
+		Admitted:  1,
 		Successes: 5,
 		Failures:  4,
 		Ignored:   1,

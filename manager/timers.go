@@ -17,6 +17,9 @@ type deadline struct {
 	at  time.Time
 	b   *Breaker
 	gen uint64
+	// slow marks a tick of the slow start of generation gen (see
+	// machine.SlowStartTick) rather than the end of its state's timer.
+	slow bool
 }
 
 // timerHeap is a binary min-heap of deadlines by time. One heap and one clock
@@ -76,12 +79,36 @@ func (m *Manager) runDue() {
 	now := m.clk.Now()
 	for len(m.timers) > 0 && !m.timers[0].at.After(now) {
 		d := m.timers.pop()
+		if d.slow {
+			m.slowStartTick(d.b, d.gen, d.at)
+			continue
+		}
 		if step, ok := d.b.mach.Expire(d.gen, d.at); ok {
 			m.handle(d.b, step)
 		}
 	}
 	if cap(m.timers) > 1024 && len(m.timers) < cap(m.timers)/4 {
 		m.timers = append(timerHeap(nil), m.timers...)
+	}
+}
+
+// slowStartTick works out again the share admitted by b's slow start of
+// generation gen at its tick at, and arms its next tick while it runs.
+// The share is that of the tick's instant, not of the clock's when the
+// manager got to it: the same whatever steps the clock took (a mock clock
+// moved by a second at once runs every tick on the way).
+func (m *Manager) slowStartTick(b *Breaker, gen uint64, at time.Time) {
+	if next, ok := b.mach.SlowStartTick(gen, at); ok {
+		m.timers.push(deadline{at: next, b: b, gen: gen, slow: true})
+	}
+}
+
+// slowStartTicks arms the next tick of b's slow start of generation gen,
+// if one runs: after a closing that started it, a new generation that
+// goes on with it, or a new length.
+func (m *Manager) slowStartTicks(b *Breaker, gen uint64, now time.Time) {
+	if next, ok := b.mach.SlowStartNext(gen, now); ok {
+		m.timers.push(deadline{at: next, b: b, gen: gen, slow: true})
 	}
 }
 

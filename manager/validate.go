@@ -92,6 +92,9 @@ func validateConfig(op, name string, cfg Config) (Config, error) {
 	if cfg.SlowCall < 0 {
 		return cfg, configError(op, name, "SlowCall", fmt.Errorf("must not be negative, got %v", cfg.SlowCall))
 	}
+	if cfg.SlowStart < 0 {
+		return cfg, configError(op, name, "SlowStart", fmt.Errorf("must not be negative, got %v", cfg.SlowStart))
+	}
 	if isNilPointer(cfg.Recover) {
 		return cfg, configError(op, name, "Recover", fmt.Errorf("a nil %T", cfg.Recover))
 	}

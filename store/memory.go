@@ -67,8 +67,14 @@ func remaining(until, now time.Time) time.Duration {
 	return 0
 }
 
+// status is b's status at now. In a closed epoch openTo is the end of the
+// slow start a recovery began, as the Redis store keeps it in its open
+// marker.
 func (b *memBreaker) status(now time.Time) Status {
-	forced := b.forced && b.epoch%2 == 1
+	if b.epoch%2 == 0 {
+		return Status{Epoch: b.epoch, Probe: remaining(b.probeTo, now), SlowStart: remaining(b.openTo, now)}
+	}
+	forced := b.forced
 	return Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now), Forced: forced}
 }
 
@@ -259,7 +265,10 @@ func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, 
 	case classify.Success:
 		b.epoch++
 		b.openTo, b.failures, b.buckets, b.reporters = time.Time{}, 0, nil, nil
-		m.publish(Change{Name: name, Kind: Closed, Epoch: b.epoch})
+		if reopen > 0 {
+			b.openTo = now.Add(reopen) // the fleet's slow start
+		}
+		m.publish(Change{Name: name, Kind: Closed, Epoch: b.epoch, SlowStart: max(reopen, 0)})
 	case classify.Failure:
 		b.epoch += 2
 		b.openTo = now.Add(reopen)

@@ -75,12 +75,15 @@ type Store interface {
 	AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, Status, error)
 	// Resolve applies the probe's outcome if token still holds the lease
 	// of epoch: Success closes the breaker (the open marker, the lease and
-	// the counts go), Failure opens it again for reopen, Ignore gives the
-	// lease back. It reports whether it applied the verdict, and the status
-	// after the call; a stale verdict changes nothing.
+	// the counts go) and starts the fleet's slow start, reopen long
+	// (manager.Config.SlowStart of the process that probed; zero: none),
+	// which Status.SlowStart and the Closed change then count down;
+	// Failure opens it again for reopen; Ignore gives the lease back. It
+	// reports whether it applied the verdict, and the status after the
+	// call; a stale verdict changes nothing.
 	Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (Status, bool, error)
 	// Reset closes the breaker for every process, whatever its state: the
-	// open marker, the probe lease and the counts go, and the epoch moves
+	// open marker, the probe lease, the counts and a slow start go, and the epoch moves
 	// to the next closed one (from a closed epoch too, so that a trip
 	// decided before the reset cannot open the breaker afterwards). It
 	// returns the status after the call.
@@ -239,6 +242,13 @@ type Status struct {
 	// Forced reports that the breaker was forced open (ForceOpen): it
 	// stays open, with no period and no probe, until a Reset.
 	Forced bool
+	// SlowStart, in a closed epoch that a successful probe began, is the
+	// time left of the fleet's slow start (the length Resolve was given);
+	// zero otherwise. Every process that shares the breaker ramps its
+	// calls up to the same end: a slow start travels, like an open
+	// period, as a duration the store counts down, never as an instant of
+	// one process's clock.
+	SlowStart time.Duration
 }
 
 // Opened reports whether the status's epoch is one of an opened breaker.
@@ -286,6 +296,9 @@ type Change struct {
 	Epoch uint64
 	// Open is the open period set by an Opened change.
 	Open time.Duration
+	// SlowStart is the slow start a Closed change began (see
+	// Status.SlowStart); zero for none.
+	SlowStart time.Duration
 }
 
 // Fallback says what a shared breaker does while its store cannot be

@@ -71,7 +71,8 @@
   // apply takes one record of the stream: [id, state, since, until, flags,
   // calls, successes, failures, ignored, declined, stale, dropped, missed,
   // slow, calls per 100 s, failures per thousand, processes in the fleet's
-  // count, [new transitions]], times in ms from the message's now.
+  // count, [new transitions], share admitted, end of the slow start], times
+  // in ms from the message's now.
   function apply(r, now) {
     const b = byId.get(r[0]);
     if (!b) return false;
@@ -90,6 +91,8 @@
       b.transitions.push({ from: STATES[t[0]], to: STATES[t[1]], at: now + t[2], cause: t[3], outcome: OUTCOMES[t[4]] || '' });
     }
     if (b.transitions.length > history) b.transitions.splice(0, b.transitions.length - history);
+    b.admitted = r[18] || 0;
+    b.slowStartUntil = r[19] === null || r[19] === undefined ? 0 : now + r[19];
     return moved;
   }
 
@@ -275,6 +278,10 @@
     if (b.forced) since += ' \u00b7 forced open until reset';
     else if (b.until && b.state === 'open') since += ' \u00b7 probe allowed in ' + span(b.until - now);
     else if (b.until && b.state === 'probing') since += ' \u00b7 probe times out in ' + span(b.until - now);
+    if (b.slowStartUntil && b.state === 'closed') {
+      since += ' \u00b7 slow start, ' + Math.round(b.admitted * 100) + ' % admitted, full at ' +
+        new Date(b.slowStartUntil).toLocaleTimeString([], { hour12: false });
+    }
     if (b.storeDown) since += ' \u00b7 store down';
     if (b.processes > 0) since += ' \u00b7 fleet count from ' + b.processes + (b.processes === 1 ? ' process' : ' processes');
     c.since.textContent = since;

@@ -16,6 +16,9 @@ type Mirror struct {
 	Until  time.Time // the end of the state's timer; zero: none
 	Forced bool      // forced open until a Reset (State is Open)
 	Holder bool      // this process holds the probe lease of Epoch
+	// SlowUntil, closed, is the end of the fleet's slow start after a
+	// recovery (store.Status.SlowStart); zero: none.
+	SlowUntil time.Time
 }
 
 // Tolerance is how far a mirrored deadline may be from the store's before
@@ -32,7 +35,9 @@ const Tolerance = 25 * time.Millisecond
 //     message) or the store lost its data: it changes nothing, and the
 //     mirror keeps to its own deadlines.
 //   - A status of a newer epoch is adopted whole: closed for an even
-//     epoch; for an odd one, open until at+Open, probing until at+Probe
+//     epoch, with the fleet's slow start if a recovery began one (it ends
+//     at at+SlowStart, so a mirror that hears late joins it where it
+//     stands); for an odd one, open until at+Open, probing until at+Probe
 //     (another process's lease), or half-open. A close the mirror missed
 //     is learnt this way.
 //   - A status of the mirror's own epoch corrects it within the epoch: an
@@ -105,6 +110,9 @@ func described(st store.Status, at, now time.Time) Mirror {
 	switch {
 	case !st.Opened():
 		f.State = breaker.Closed
+		if st.SlowStart > 0 && at.Add(st.SlowStart).After(now) {
+			f.SlowUntil = at.Add(st.SlowStart)
+		}
 	case st.Forced:
 		f.State, f.Forced = breaker.Open, true
 	case st.Open > 0 && at.Add(st.Open).After(now):

@@ -26,6 +26,11 @@ func mir(st breaker.State, epoch uint64, until time.Time, holder bool) fleet.Mir
 	return fleet.Mirror{State: st, Epoch: epoch, Until: until, Holder: holder}
 }
 
+// slow is a closed mirror in the fleet's slow start that ends at until.
+func slow(epoch uint64, until time.Time) fleet.Mirror {
+	return fleet.Mirror{State: C, Epoch: epoch, SlowUntil: until}
+}
+
 func forced(epoch uint64) fleet.Mirror {
 	return fleet.Mirror{State: O, Epoch: epoch, Forced: true}
 }
@@ -58,6 +63,10 @@ func TestFollow(t *testing.T) {
 		{"own epoch: the holder ignores its own lease", mir(P, 3, t1, true), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, true), false},
 		{"own epoch: another's lease ended without a verdict", mir(P, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
 		{"own epoch: the holder keeps its probe", mir(P, 3, t1, true), store.Status{Epoch: 3}, t0, t0, mir(P, 3, t1, true), false},
+		{"a close with the fleet's slow start: it ends at at+SlowStart", mir(P, 3, t1, false), store.Status{Epoch: 4, SlowStart: 10 * time.Second}, t0, t1, slow(4, t0.Add(10*time.Second)), true},
+		{"a close heard 4s into the slow start joins it where it stands", mir(H, 3, time.Time{}, false), store.Status{Epoch: 4, SlowStart: 6 * time.Second}, t0, t0, slow(4, t0.Add(6*time.Second)), true},
+		{"a slow start over by now is none", mir(H, 3, time.Time{}, false), store.Status{Epoch: 4, SlowStart: time.Second}, t0, t1, mir(C, 4, time.Time{}, false), true},
+		{"own closed epoch: a closed mirror keeps its own slow start", mir(C, 4, time.Time{}, false), store.Status{Epoch: 4, SlowStart: 5 * time.Second}, t0, t0, mir(C, 4, time.Time{}, false), false},
 		{"own epoch: closed on its own while the store was away", mir(C, 3, time.Time{}, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
 		{"own epoch: closed on its own, the fleet still open", mir(C, 3, time.Time{}, false), store.Status{Epoch: 3, Open: time.Second}, t0, t0, mir(O, 3, t1, false), true},
 		{"own epoch: open here, period over in the store", mir(O, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(O, 3, t1, false), false},

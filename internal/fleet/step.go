@@ -324,6 +324,8 @@ type Move struct {
 	Until  time.Time
 	Forced bool
 	Hold   time.Duration
+
+	SlowUntil time.Time // to closed: the end of the fleet's slow start (Mirror.SlowUntil)
 }
 
 // Hold ends the timer of the machine's generation Gen without a
@@ -979,7 +981,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	if !next.Until.IsZero() {
 		hold = next.Until.Sub(now)
 	}
-	a.Change = Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold}
+	a.Change = Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold, SlowUntil: next.SlowUntil}
 }
 
 // raise moves the epoch up to e, noting how many status reads had
@@ -1004,7 +1006,7 @@ func (s *State) raise(v View, e uint64) {
 func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now time.Time) (step machine.Step, made, moved, stale bool) {
 	switch c := c.(type) {
 	case Move:
-		step, ok := m.Mirror(c.Gen, c.State, c.Until, c.Forced, now)
+		step, ok := m.Mirror(c.Gen, c.State, c.Until, c.Forced, c.SlowUntil, now)
 		return step, ok, !ok && m.Snapshot().Gen != s.Gen, false
 	case Hold:
 		return machine.Step{}, false, !m.Hold(c.Gen) && m.Snapshot().Gen != s.Gen, false

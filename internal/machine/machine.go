@@ -32,33 +32,60 @@ import (
 // one with newSnapshot.
 type Snapshot struct {
 	breaker.Snapshot
-	// admit and decline are what Admits and Declines report, worked out
-	// once from the public fields: the hot path reads one of them.
-	admit   bool // State == Closed && !Halted
+	// admit, slow and decline are what Admits, SlowStarting and Declines
+	// report, worked out once from the public fields: the hot path reads
+	// one of them.
+	admit   bool // State == Closed && !Halted, and no slow start runs
+	slow    bool // State == Closed && !Halted, and a slow start runs
 	decline bool // State is Open or Probing, and not Halted
+	// closed is admit || slow: calls admitted now count in counter.
+	closed bool
 	// held says that no timer ends the state: the driver holds it (see
 	// Hold), and Expire leaves it as it is.
 	held bool
+	// renewed counts the fresh counters the closed period was given
+	// (Renew, Reset of a closed breaker), so that a trip decided on a
+	// counter since replaced is told apart from one that only lost its
+	// compare-and-swap to a republished slow start (see TripBy). It may
+	// wrap: a trip would have to wait out 65,536 renewals to be fooled.
+	renewed uint16
 	// counter is the closed period's own counter. In other states it is
 	// the counter of the closed period that ended when the breaker opened
 	// (nil if none), kept only so that Window can show the rate it
 	// tripped on: Current hands it to no call.
 	counter breaker.Counter
+	// threshold is, in a slow start, SlowStart.Share as a bound on a
+	// random uint64 (SlowStartThreshold): a call is one draw and one
+	// comparison.
+	threshold uint64
 }
 
 // newSnapshot returns a snapshot of breaker name holding s, of which only
 // the exported fields are read, completed: Admits, Declines and Err follow
 // from those fields, and the error is built once, here, with opened (the
 // error of the call that opened the breaker, if known) as its Cause.
-// Removed implies Halted.
+// Removed implies Halted. A slow start is kept only in a closed snapshot;
+// its threshold is set by at.
 func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
 	s.Halted = s.Halted || s.Removed
+	closed := s.State == breaker.Closed && !s.Halted
+	if !closed {
+		s.SlowStart = nil
+	}
+	slow := s.SlowStart != nil
 	n := &Snapshot{
-		admit:   s.State == breaker.Closed && !s.Halted,
+		admit:   closed && !slow,
+		slow:    slow,
+		closed:  closed,
 		decline: (s.State == breaker.Open || s.State == breaker.Probing) && !s.Halted,
 	}
 	n.Snapshot, n.Err = s, nil
-	if !n.admit {
+	switch {
+	case slow:
+		// A call the slow start declines is told when every call
+		// goes through again.
+		n.Err = &breaker.OpenError{Name: name, State: breaker.Closed, Until: s.SlowStart.Until}
+	case !n.admit:
 		// Apart from the snapshot: a closed one, what most breakers
 		// hold most of the time, carries no error and no room for one.
 		n.Err = &breaker.OpenError{Name: name, State: s.State, Until: s.Until, Cause: opened}
@@ -67,8 +94,44 @@ func newSnapshot(name string, s breaker.Snapshot, opened error) *Snapshot {
 }
 
 // Admits reports whether a call acquired now goes through without becoming
-// a probe: the breaker is closed and not halted.
+// a probe and without a slow start's say: the breaker is closed, not
+// halted, and not in a slow start.
 func (s *Snapshot) Admits() bool { return s.admit }
+
+// SlowStarting reports whether the breaker is closed, not halted, and in a
+// slow start: a call acquired now goes through if SlowStartAdmits says so,
+// and is declined with Err otherwise.
+func (s *Snapshot) SlowStarting() bool { return s.slow }
+
+// SlowStartAdmits reports whether the slow start of s admits a call for
+// which r was drawn uniformly at random from all uint64 values, at the
+// share of its last tick (see SlowStartTick). It is true outside a slow
+// start.
+func (s *Snapshot) SlowStartAdmits(r uint64) bool { return !s.slow || r < s.threshold }
+
+// Admitted is the share of calls, from 0 to 1, that a call acquired in s
+// goes through with, probes aside: 1 when it Admits, the share of its last
+// tick in a slow start, and 0 otherwise.
+func (s *Snapshot) Admitted() float64 {
+	switch {
+	case s.admit:
+		return 1
+	case s.slow:
+		return s.SlowStart.Share
+	}
+	return 0
+}
+
+// at sets the share of s's slow start, if it has one, to that at now. s
+// must not be published yet.
+func (s *Snapshot) at(now time.Time) *Snapshot {
+	if s.slow {
+		from, until := s.SlowStart.From, s.SlowStart.Until
+		s.SlowStart = &breaker.SlowStart{From: from, Until: until, Share: SlowStartShare(from, until, now)}
+		s.threshold = SlowStartThreshold(from, until, now)
+	}
+	return s
+}
 
 // Declines reports whether a call acquired now is declined without further
 // ado, with Err: the breaker is open or probing, and not halted.
@@ -141,6 +204,9 @@ type Machine struct {
 	strat atomic.Pointer[strategy]
 	name  string
 	clock atomic.Bool // a counter that may still be current uses the clock
+	// slowStart is the length of the slow start that follows a recovery,
+	// a time.Duration; zero: none.
+	slowStart atomic.Int64
 }
 
 // strategy is the breaker's strategy and the first counter it made, kept in
@@ -177,11 +243,18 @@ func NewMachine(name string, s breaker.Strategy, now time.Time) (*Machine, error
 // the machine inside a larger struct. It must be called before any other
 // method, and only once.
 func (m *Machine) Init(name string, s breaker.Strategy, now time.Time) error {
+	return m.InitSlow(name, s, 0, now)
+}
+
+// InitSlow is Init for a breaker with a slow start of length slow after
+// each recovery (see SetSlowStart).
+func (m *Machine) InitSlow(name string, s breaker.Strategy, slow time.Duration, now time.Time) error {
 	c, err := m.firstCounter(s)
 	if err != nil {
 		return err
 	}
 	m.name = name
+	m.slowStart.Store(int64(max(slow, 0)))
 	m.strat.Store(&strategy{s: s, first: c})
 	m.clock.Store(c.UsesClock())
 	next := m.snapshot(breaker.Closed, 1, now, time.Time{}, false, false, nil)
@@ -244,9 +317,13 @@ func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, er
 	for {
 		cur := m.cur.Load()
 		var next *Snapshot
-		if cur.Admits() {
-			next = m.snapshot(breaker.Closed, cur.Gen+1, cur.Since, time.Time{}, false, false, nil)
-			next.counter = c
+		if cur.closed {
+			// The slow start, if one runs, goes on: the new
+			// generation is a new window, not a recovery.
+			next = newSnapshot(m.name, breaker.Snapshot{
+				State: breaker.Closed, Gen: cur.Gen + 1, Since: cur.Since, SlowStart: cur.SlowStart,
+			}, nil)
+			next.counter, next.threshold = c, cur.threshold
 		} else {
 			// The same state, republished: a transition to closed
 			// decided on the old snapshot, with a counter of the old
@@ -256,7 +333,7 @@ func (m *Machine) Reconfigure(s breaker.Strategy, now time.Time) (Step, bool, er
 			next = &copied
 		}
 		if m.cur.CompareAndSwap(cur, next) {
-			if cur.Admits() {
+			if cur.closed {
 				step = Step{Transition: breaker.Transition{From: breaker.Closed, To: breaker.Closed}, Gen: next.Gen, At: now}
 				ok = true
 			}
@@ -332,7 +409,12 @@ func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classi
 	if from.Halted {
 		return Step{}, false
 	}
-	next := m.snapshot(to, from.Gen+1, now, time.Time{}, forced, false, openedBy(from, to, err))
+	p := breaker.Snapshot{State: to, Gen: from.Gen + 1, Since: now, Forced: forced}
+	if to == breaker.Closed && cause == breaker.CauseProbe {
+		// A recovery: the probe succeeded.
+		m.slowStartFrom(&p, now, now)
+	}
+	next := newSnapshot(m.name, p, openedBy(from, to, err)).at(now)
 	if to == breaker.Closed {
 		next.counter = m.newCounter()
 	} else {
@@ -344,8 +426,17 @@ func (m *Machine) move(from *Snapshot, to breaker.State, now time.Time, o classi
 	return Step{Transition: breaker.Transition{From: from.State, To: to}, Gen: next.Gen, At: now, Outcome: o, Cause: cause, Err: err}, true
 }
 
+// slowStartFrom gives the closed snapshot p the slow start that began at
+// from, if the breaker has one and it still runs at now.
+func (m *Machine) slowStartFrom(p *breaker.Snapshot, from, now time.Time) {
+	if d := m.SlowStart(); d > 0 && from.Add(d).After(now) {
+		p.SlowStart = &breaker.SlowStart{From: from, Until: from.Add(d)}
+	}
+}
+
 // Acquire admits a call or declines it. In the closed state it returns a
-// ticket at once. In half_open the first caller becomes the probe, which
+// ticket at once, slow start or not: the driver applies a slow start
+// (Snapshot.SlowStartAdmits) before it asks. In half_open the first caller becomes the probe, which
 // moves the breaker to probing at now (the returned step); every other
 // caller is declined with the snapshot's *breaker.OpenError. A halted machine
 // declines with a nil error and a zero ticket: the driver decides what to
@@ -354,7 +445,7 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *breaker.OpenError) {
 	for {
 		s := m.cur.Load()
 		switch {
-		case s.Admits():
+		case s.closed:
 			return Ticket{Gen: s.Gen}, Step{}, nil
 		case s.Halted:
 			return Ticket{}, Step{}, nil
@@ -372,7 +463,7 @@ func (m *Machine) Acquire(now time.Time) (Ticket, Step, *breaker.OpenError) {
 // is still current (the breaker has not changed generation since), or nil.
 // Record is Current followed by the counter's Record.
 func (m *Machine) Current(t Ticket) breaker.Counter {
-	if s := m.cur.Load(); s.Gen == t.Gen && s.Admits() && !t.Probe {
+	if s := m.cur.Load(); s.Gen == t.Gen && s.closed && !t.Probe {
 		return s.counter
 	}
 	return nil
@@ -403,10 +494,23 @@ func (m *Machine) Trip(gen uint64, o classify.Outcome, err error, now time.Time)
 // breaker.CauseAlone for a shared breaker that opens in its process alone.
 func (m *Machine) TripBy(gen uint64, o classify.Outcome, err error, cause breaker.Cause, now time.Time) (Step, bool) {
 	s := m.cur.Load()
-	if s.Gen != gen || s.State != breaker.Closed {
-		return Step{}, false
+	for {
+		if s.Gen != gen || s.State != breaker.Closed {
+			return Step{}, false
+		}
+		if step, ok := m.move(s, breaker.Open, now, o, cause, false, err); ok {
+			return step, true
+		}
+		// A slow start republished in the same period (it ended, or
+		// its length changed) takes the trip as the snapshot it
+		// replaced would have; a fresh counter (Renew, Reset) does not:
+		// the counts the trip was decided on are gone.
+		cur := m.cur.Load()
+		if cur.Gen != gen || cur.renewed != s.renewed {
+			return Step{}, false
+		}
+		s = cur
 	}
-	return m.move(s, breaker.Open, now, o, cause, false, err)
 }
 
 // EndProbe reports the probe's outcome: a success closes the breaker, a
@@ -459,7 +563,7 @@ func (m *Machine) Expire(gen uint64, now time.Time) (Step, bool) {
 func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
 	for {
 		s := m.cur.Load()
-		if s.Gen != gen || s.Admits() || s.Halted {
+		if s.Gen != gen || s.closed || s.Halted {
 			return false
 		}
 		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false, opened(s))
@@ -516,7 +620,9 @@ func (m *Machine) Reset(now time.Time, cause breaker.Cause) (Step, bool) {
 			return Step{}, false
 		}
 		if s.State == breaker.Closed {
-			if m.renew(s) {
+			// A slow start ends too: a reset, or a restart, is not
+			// a recovery.
+			if m.renew(s, true) {
 				return Step{}, false
 			}
 			continue
@@ -533,25 +639,113 @@ func (m *Machine) Reset(now time.Time, cause breaker.Cause) (Step, bool) {
 // Renew gives the closed generation gen a fresh counter, in the same
 // generation, as if its closed period started again. It reports false,
 // and does nothing, if the breaker is no longer that closed generation.
-// Calls admitted before still count, in the new counter or the old.
+// Calls admitted before still count, in the new counter or the old. A
+// slow start goes on.
 func (m *Machine) Renew(gen uint64) bool {
 	for {
 		s := m.cur.Load()
-		if s.Gen != gen || !s.Admits() {
+		if s.Gen != gen || !s.closed {
 			return false
 		}
-		if m.renew(s) {
+		if m.renew(s, false) {
 			return true
 		}
 	}
 }
 
 // renew publishes a copy of the closed snapshot s with a fresh counter,
-// unless s is no longer current.
-func (m *Machine) renew(s *Snapshot) bool {
-	next := *s
+// without its slow start if endSlow is set, unless s is no longer current.
+func (m *Machine) renew(s *Snapshot, endSlow bool) bool {
+	next := s
+	if endSlow && s.slow {
+		next = m.republish(s, time.Time{}, time.Time{})
+	} else {
+		copied := *s
+		next = &copied
+	}
 	next.counter = m.newCounter()
-	return m.cur.CompareAndSwap(s, &next)
+	next.renewed = s.renewed + 1
+	return m.cur.CompareAndSwap(s, next)
+}
+
+// republish returns the closed snapshot s with its slow start ending at
+// until instead, with its share at now, or without one if until is zero:
+// the same generation, counter and period.
+func (m *Machine) republish(s *Snapshot, until, now time.Time) *Snapshot {
+	p := s.Snapshot
+	p.SlowStart = nil
+	if !until.IsZero() {
+		p.SlowStart = &breaker.SlowStart{From: s.SlowStart.From, Until: until}
+	}
+	next := newSnapshot(m.name, p, nil).at(now)
+	next.counter, next.renewed = s.counter, s.renewed
+	if next.slow && until.Equal(s.SlowStart.Until) {
+		// A tick: the same error, so that a caller that keeps what it
+		// built from one (an adapter's status) keeps it.
+		next.Err = s.Err
+	}
+	return next
+}
+
+// SlowStart returns the length of the slow start that follows a recovery.
+func (m *Machine) SlowStart() time.Duration { return time.Duration(m.slowStart.Load()) }
+
+// SetSlowStart makes d the length of the slow start that follows each
+// recovery (a successful probe closes the breaker, or Mirror closes it
+// with a slow start's start), at now; zero or negative: none. A slow
+// start that runs is measured against d from its start: it ends at once if
+// d is zero or its end is no later than now.
+func (m *Machine) SetSlowStart(d time.Duration, now time.Time) {
+	m.slowStart.Store(int64(max(d, 0)))
+	for {
+		s := m.cur.Load()
+		if !s.slow {
+			return
+		}
+		var until time.Time
+		if end := s.SlowStart.From.Add(d); d > 0 && end.After(now) {
+			until = end
+		}
+		if until.Equal(s.SlowStart.Until) || m.cur.CompareAndSwap(s, m.republish(s, until, now)) {
+			return
+		}
+	}
+}
+
+// SlowStartTick works out again, at now, the share of calls admitted by
+// the slow start of generation gen, and returns when it should be worked
+// out next (SlowStartNext). Once now reaches the end of the slow start, it
+// ends it: the closed period goes on at full rate, in the same generation,
+// and ok is false. ok is false too, and nothing changes, if the breaker has
+// moved on from gen or is in no slow start.
+func (m *Machine) SlowStartTick(gen uint64, now time.Time) (next time.Time, ok bool) {
+	for {
+		s := m.cur.Load()
+		if s.Gen != gen || !s.slow {
+			return time.Time{}, false
+		}
+		var until time.Time
+		if now.Before(s.SlowStart.Until) {
+			until = s.SlowStart.Until
+		}
+		if m.cur.CompareAndSwap(s, m.republish(s, until, now)) {
+			if until.IsZero() {
+				return time.Time{}, false
+			}
+			return SlowStartNext(s.SlowStart.From, until, now), true
+		}
+	}
+}
+
+// SlowStartNext returns when the slow start of generation gen, if it still
+// runs, should be worked out again after now (see SlowStartTick); ok is
+// false if there is none.
+func (m *Machine) SlowStartNext(gen uint64, now time.Time) (next time.Time, ok bool) {
+	s := m.cur.Load()
+	if s.Gen != gen || !s.slow {
+		return time.Time{}, false
+	}
+	return SlowStartNext(s.SlowStart.From, s.SlowStart.Until, now), true
 }
 
 // Halt stops the machine for good: from now on every Acquire is declined
@@ -583,14 +777,17 @@ func (m *Machine) halt(removed bool) bool {
 // Mirror moves the breaker of generation gen to state st at now because
 // the state it shares with other processes says so, with until as the end
 // of its timer (zero if none is known), forced open (st must then be Open)
-// or not. Unlike the other transitions it may go between any two states,
+// or not. A move to Closed with slowUntil after now joins the fleet's slow
+// start that ends then, where it stands: the breaker's own SlowStart
+// before slowUntil is its start (none if the breaker has none). Unlike
+// the other transitions it may go between any two states,
 // since it follows decisions made elsewhere: a fleet's ForceOpen forces it,
 // a fleet's Reset lifts that. Like every transition it was decided on one
 // generation, and applies only in it: it reports false if the breaker has
 // moved on from gen, is already in st with the same forcing, or is halted,
 // and refuses a state that is not one of the four, or forced for a state
 // other than Open.
-func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, now time.Time) (Step, bool) {
+func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, slowUntil, now time.Time) (Step, bool) {
 	if st < breaker.Closed || st > breaker.Probing || forced && st != breaker.Open {
 		return Step{}, false
 	}
@@ -602,7 +799,11 @@ func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced b
 		if s.Gen != gen || s.State == st && s.Forced == forced || s.Halted {
 			return Step{}, false
 		}
-		next := m.snapshot(st, s.Gen+1, now, until, forced, false, openedBy(s, st, nil))
+		p := breaker.Snapshot{State: st, Gen: s.Gen + 1, Since: now, Until: until, Forced: forced}
+		if d := m.SlowStart(); st == breaker.Closed && d > 0 && slowUntil.After(now) {
+			p.SlowStart = &breaker.SlowStart{From: slowUntil.Add(-d), Until: slowUntil}
+		}
+		next := newSnapshot(m.name, p, openedBy(s, st, nil)).at(now)
 		if st == breaker.Closed {
 			next.counter = m.newCounter()
 		} else {

@@ -51,6 +51,7 @@ func TestPrometheusExporterNames(t *testing.T) {
 	// prommetrics' names, but for the call-duration histogram, which has
 	// no asynchronous counterpart in OpenTelemetry.
 	assert.Equal(t, []string{
+		"fusebox_breaker_admitted_ratio",
 		"fusebox_breaker_calls_total",
 		"fusebox_breaker_declined_calls_total",
 		"fusebox_breaker_dropped_events_total",

@@ -21,6 +21,7 @@
 //
 //	fusebox.breaker.state               gauge, attribute state: 1 for the current state, 0 for the other three (fusebox_breaker_state)
 //	fusebox.breaker.forced_open         gauge: 1 while forced open by hand (fusebox_breaker_forced_open)
+//	fusebox.breaker.admitted_ratio      gauge: the share of calls let through now, 0 to 1, manager.Stats.Admitted: 1 closed, rising during a slow start, 0 open (fusebox_breaker_admitted_ratio)
 //	fusebox.breaker.failure_rate        gauge: failures/calls in the strategy's window, windowed strategies only (fusebox_breaker_failure_rate)
 //	fusebox.breaker.store_down          gauge: 1 while a shared breaker cannot reach its store, shared breakers only (fusebox_breaker_store_down)
 //	fusebox.breaker.calls               counter {call}: calls that asked for a permit and finished, declined ones included, manager.Stats.Calls (fusebox_breaker_calls_total)
@@ -130,7 +131,7 @@ type Registration struct {
 	err   error
 
 	state, forced, storeDown, halted                                                  metric.Int64ObservableGauge
-	rate                                                                              metric.Float64ObservableGauge
+	rate, admitted                                                                    metric.Float64ObservableGauge
 	calls, released, declined, stale, slow, dropped, transitions, missed, storeErrors metric.Int64ObservableCounter
 }
 
@@ -179,6 +180,9 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	r.rate, err = meter.Float64ObservableGauge(prefix+".breaker.failure_rate",
 		metric.WithDescription("Failures divided by calls in the window of the breaker's strategy; while not closed, of the window it opened on."))
 	check(prefix+".breaker.failure_rate", err)
+	r.admitted, err = meter.Float64ObservableGauge(prefix+".breaker.admitted_ratio",
+		metric.WithDescription("The share of calls the breaker lets through now, from 0 to 1: 1 while closed, rising from 0 to 1 during a slow start after a recovery, 0 while open or probing."))
+	check(prefix+".breaker.admitted_ratio", err)
 	r.halted, err = meter.Int64ObservableGauge(prefix+".manager.halted",
 		metric.WithDescription("1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call."))
 	check(prefix+".manager.halted", err)
@@ -199,7 +203,7 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: Options.EventBuffer: %w", err)
 	}
 	r.tally = t
-	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.storeDown, r.halted, r.rate,
+	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.storeDown, r.halted, r.rate, r.admitted,
 		r.calls, r.released, r.declined, r.stale, r.slow, r.dropped, r.transitions, r.missed, r.storeErrors)
 	if err != nil {
 		r.tally.Close()
@@ -244,6 +248,7 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(r.state, boolValue(st.State == s), with(attribute.String("state", s.String())))
 		}
 		o.ObserveInt64(r.forced, boolValue(st.Forced), plain)
+		o.ObserveFloat64(r.admitted, st.Admitted, plain)
 		o.ObserveInt64(r.calls, int64(st.Calls), plain)
 		o.ObserveInt64(r.released, int64(st.Successes), with(attribute.String("outcome", "success")))
 		o.ObserveInt64(r.released, int64(st.Failures), with(attribute.String("outcome", "failure")))

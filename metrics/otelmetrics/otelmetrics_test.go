@@ -101,7 +101,7 @@ func (f *fixture) collect(t *testing.T) map[string]int64 {
 }
 
 func isGauge(name string) bool {
-	for _, g := range []string{".breaker.state", ".breaker.forced_open", ".breaker.failure_rate", ".breaker.store_down", ".manager.halted"} {
+	for _, g := range []string{".breaker.state", ".breaker.forced_open", ".breaker.admitted_ratio", ".breaker.failure_rate", ".breaker.store_down", ".manager.halted"} {
 		if strings.HasSuffix(name, g) {
 			return true
 		}
@@ -162,6 +162,8 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 		"fusebox.breaker.forced_open{breaker=payments}":           1,
 		"fusebox.breaker.forced_open{breaker=search}":             0,
 
+		"fusebox.breaker.admitted_ratio{breaker=payments}":                 0,
+		"fusebox.breaker.admitted_ratio{breaker=search}":                   1000, // in thousandths
 		"fusebox.breaker.calls{breaker=payments}":                          13,
 		"fusebox.breaker.calls{breaker=search}":                            0,
 		"fusebox.breaker.released_calls{breaker=payments,outcome=success}": 5,

@@ -17,6 +17,7 @@
 //
 //	fusebox_breaker_state{breaker, state}                gauge: 1 for the current state, 0 for the other three
 //	fusebox_breaker_forced_open{breaker}                 gauge: 1 while forced open by hand
+//	fusebox_breaker_admitted_ratio{breaker}              gauge: the share of calls let through now, 0 to 1 (manager.Stats.Admitted): 1 closed, rising during a slow start, 0 open
 //	fusebox_breaker_failure_rate{breaker}                gauge: failures/calls in the strategy's window (FailureRate, TimeWindow only)
 //	fusebox_breaker_calls_total{breaker}                 counter: calls that asked for a permit and finished, declined ones included (manager.Stats.Calls)
 //	fusebox_breaker_released_calls_total{breaker, outcome} counter: calls let through and released, by outcome (success, failure, ignore)
@@ -111,7 +112,8 @@ const (
 	sStoreErrs = 27
 	sDuration  = 28
 	sSlow      = 29
-	nSeries    = 30
+	sAdmitted  = 30
+	nSeries    = 31
 )
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
@@ -203,6 +205,7 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 	fill(sStoreDown, 1, desc("store_down", "1 while the shared breaker cannot reach its store and follows its fallback, 0 otherwise."))
 	fill(sStoreErrs, 1, desc("store_errors_total", "Calls of the shared breaker to its store that failed."))
 	fill(sSlow, 1, desc("slow_calls_total", "Calls that took at least the breaker's Config.SlowCall and so counted as failures."))
+	fill(sAdmitted, 1, desc("admitted_ratio", "The share of calls the breaker lets through now, from 0 to 1: 1 while closed, rising from 0 to 1 during a slow start after a recovery, 0 while open or probing."))
 	fill(sDuration, 1, desc("call_duration_seconds", "Durations of the calls released through the breaker."))
 	c.halted = prometheus.NewDesc(prometheus.BuildFQName(ns, "manager", "halted"),
 		"1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call.", nil, opts.ConstLabels)
@@ -381,6 +384,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			set(sState+i, boolValue(st.State == s), false)
 		}
 		set(sForced, boolValue(st.Forced), false)
+		set(sAdmitted, st.Admitted, false)
 		set(sCalls, float64(st.Calls), true)
 		set(sReleased, float64(st.Successes), true)
 		set(sReleased+1, float64(st.Failures), true)

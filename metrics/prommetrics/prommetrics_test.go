@@ -95,6 +95,10 @@ func TestCollectorAfterScriptedCalls(t *testing.T) {
 	m.Sync()
 
 	want := `
+# HELP fusebox_breaker_admitted_ratio The share of calls the breaker lets through now, from 0 to 1: 1 while closed, rising from 0 to 1 during a slow start after a recovery, 0 while open or probing.
+# TYPE fusebox_breaker_admitted_ratio gauge
+fusebox_breaker_admitted_ratio{breaker="payments"} 0
+fusebox_breaker_admitted_ratio{breaker="search"} 1
 # HELP fusebox_breaker_calls_total Calls that asked the breaker for a permit and finished: released ones of every outcome, and declined ones.
 # TYPE fusebox_breaker_calls_total counter
 fusebox_breaker_calls_total{breaker="payments"} 13

@@ -254,6 +254,10 @@ type helperConfig struct {
 	// Until says when a goroutine stops: "declined" after 20 declines in a
 	// row, "success" after its first successful call.
 	Until string `json:"until"`
+	// SlowStart, when set, runs the helper of TestFleetProcessesSlowStart
+	// instead (slowStartHelper), in the role Role.
+	SlowStart time.Duration `json:"slow_start"`
+	Role      string        `json:"role"`
 }
 
 // helperMain runs a peer as a separate process: it calls the service
@@ -264,6 +268,9 @@ func helperMain() int {
 	if err := json.Unmarshal([]byte(os.Getenv(helperEnv)), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
+	}
+	if cfg.SlowStart > 0 {
+		return slowStartHelper(cfg)
 	}
 	c := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 	defer c.Close()

@@ -237,10 +237,15 @@ func (s *Store) fail(op, name string, err error) error {
 }
 
 // status reads a script's {epoch, open_pttl, probe_pttl}. An open marker
-// without expiry (PTTL -1) in an opened epoch is a forced opening.
+// without expiry (PTTL -1) in an opened epoch is a forced opening; in a
+// closed epoch, the open marker is the fleet's slow start (see
+// resolveScript).
 func status(v []int64) store.Status {
 	e := uint64(max(v[0], 0))
-	return store.Status{Epoch: e, Open: fromMS(v[1]), Probe: fromMS(v[2]), Forced: v[1] == -1 && e%2 == 1}
+	if e%2 == 0 {
+		return store.Status{Epoch: e, Probe: fromMS(v[2]), SlowStart: fromMS(v[1])}
+	}
+	return store.Status{Epoch: e, Open: fromMS(v[1]), Probe: fromMS(v[2]), Forced: v[1] == -1}
 }
 
 // RecordFailure implements store.Store.
@@ -352,8 +357,12 @@ func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o
 	if err != nil {
 		return store.Status{}, false, wrap("resolve the probe of", name, err)
 	}
+	period := ms(reopen)
+	if o == classify.Success && reopen <= 0 {
+		period = 0 // no slow start
+	}
 	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
-	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, ms(reopen), channel, name, epoch, cmd).Result()
+	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, period, channel, name, epoch, cmd).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("resolve the probe of", name, err)
 	}
@@ -436,7 +445,12 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 			s.reload.after(err, now)
 			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], s.dials.explain(err, now))
 		}
-		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1 && e%2 == 1}
+		if e%2 == 0 {
+			// The open marker of a closed epoch is its slow start.
+			out[i] = store.Status{Epoch: e, Probe: positive(probe[i].Val()), SlowStart: positive(open[i].Val())}
+			continue
+		}
+		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1}
 	}
 	return out, nil
 }

@@ -209,7 +209,10 @@ return {1, e, 0, tonumber(ARGV[2])}
 `)
 
 // resolveScript applies a probe's verdict if, and only if, the caller still
-// holds the lease of its epoch.
+// holds the lease of its epoch. A success with a reopen_ms above zero
+// starts the fleet's slow start: in a closed epoch, the open marker is the
+// slow start, counted down by Redis as an open period is, and gone with it
+// (every other script reads it as an opening only in an opened epoch).
 //
 // KEYS: probe, open, failures, window, epoch, reporters.
 // ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch,
@@ -224,7 +227,10 @@ redis.call('DEL', KEYS[1])
 if ARGV[2] == 's' then
   e = redis.call('INCR', KEYS[5])
   redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6])
-  redis.call(ARGV[7], ARGV[4], 'closed|0|' .. e .. '|' .. ARGV[5])
+  if tonumber(ARGV[3]) > 0 then
+    redis.call('SET', KEYS[2], 'slow', 'PX', ARGV[3])
+  end
+  redis.call(ARGV[7], ARGV[4], 'closed|' .. ARGV[3] .. '|' .. e .. '|' .. ARGV[5])
 elseif ARGV[2] == 'f' then
   e = redis.call('INCRBY', KEYS[5], 2)
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])

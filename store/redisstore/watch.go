@@ -439,7 +439,7 @@ func parseChange(p string) (store.Change, bool) {
 	case "opened":
 		c.Kind = store.Opened
 	case "closed":
-		c.Kind = store.Closed
+		c.Kind, c.Open, c.SlowStart = store.Closed, 0, c.Open
 	case "released":
 		c.Kind = store.Released
 	case "reset":

@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ForceOpenHoldsUntilReset", func(t *testing.T) { forceOpen(t, h) })
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
 	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
+	t.Run("SlowStartCountsDown", func(t *testing.T) { slowStart(t, h) })
 }
 
 var consecutive = store.Policy{Failures: 1000}

@@ -140,11 +140,16 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	case b.Processes > 1:
 		counts += fmt.Sprintf(", from %d processes", b.Processes)
 	}
+	slow := "none"
+	if b.SlowStart > 0 {
+		slow = human(b.SlowStart) + " left (after a recovery: the fleet admits a growing share of calls)"
+	}
 	for _, f := range [][2]string{
 		{"name", b.Name},
 		{"state", state(b)},
 		{"epoch", strconv.FormatUint(b.Epoch, 10)},
 		{"period left", period(b)},
+		{"slow start", slow},
 		{"probe lease", probe},
 		{"counts", counts},
 		{"keys", keys},
@@ -173,6 +178,9 @@ type breakerObject struct {
 	Window   bool   `json:"window"`
 	Failures int64  `json:"failures"`
 	Calls    *int64 `json:"calls,omitempty"`
+	// SlowStartMS is what is left of the fleet's slow start after a
+	// recovery; absent when none runs.
+	SlowStartMS int64 `json:"slow_start_ms,omitempty"`
 	// Processes is how many processes the failures came from, under a
 	// quorum; absent without one.
 	Processes int64 `json:"processes,omitempty"`
@@ -183,6 +191,7 @@ func breakerJSON(b redisstore.Breaker) breakerObject {
 		Name: b.Name, State: state(b), Epoch: b.Epoch,
 		OpenMS: b.Open.Milliseconds(), Holder: b.Holder, ProbeMS: b.Probe.Milliseconds(),
 		Window: b.Window, Failures: b.Failures, Processes: b.Processes,
+		SlowStartMS: b.SlowStart.Milliseconds(),
 	}
 	if b.Window {
 		o.Calls = &b.Calls
@@ -197,10 +206,12 @@ type changeObject struct {
 	Name   string    `json:"name"`
 	Epoch  uint64    `json:"epoch"`
 	OpenMS int64     `json:"open_ms"`
+	// SlowStartMS is the slow start a closing began; absent for none.
+	SlowStartMS int64 `json:"slow_start_ms,omitempty"`
 }
 
 func changeJSON(at time.Time, c store.Change) changeObject {
-	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds()}
+	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds(), SlowStartMS: c.SlowStart.Milliseconds()}
 }
 
 // writeJSON writes v as one line of JSON.
@@ -227,6 +238,8 @@ func writeChange(w io.Writer, at time.Time, c store.Change) {
 		p = "until reset"
 	case c.Kind == store.Opened:
 		p = human(c.Open)
+	case c.SlowStart > 0:
+		p = "slow " + human(c.SlowStart)
 	}
 	fmt.Fprintf(w, changeFormat, at.Format("15:04:05.000"), c.Kind, strconv.FormatUint(c.Epoch, 10), p, c.Name)
 }
