@@ -95,7 +95,10 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
-	p.Quorum, p.Reporter = cfg.Quorum, b.mgr.id
+	if err := b.mgr.nameErr; err != nil {
+		return nil, registerFailed(name, err)
+	}
+	p.Quorum, p.Reporter = cfg.Quorum, b.mgr.name
 	if err := guardStore(cfg.Store, func() error { return cfg.Store.Check(name) }); err != nil {
 		return nil, registerError(name, "Store", err)
 	}
@@ -392,10 +395,13 @@ func (sh *shared) flushSuccesses(ctx context.Context) {
 	}
 }
 
-func newToken() string {
-	var b [12]byte
+// newToken returns a probe lease's token: the process's name, which
+// the store shows as the lease's holder, and a random part, which keeps
+// every lease's token its own.
+func (m *Manager) newToken() string {
+	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return m.name + "/" + hex.EncodeToString(b[:])
 }
 
 // acquire is Acquire in half_open: the caller that wins the local probe
@@ -407,7 +413,7 @@ func newToken() string {
 // process's.
 func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	now := b.mgr.clk.Now()
-	token := newToken()
+	token := b.mgr.newToken()
 	sh.mu.Lock()
 	t, step, oerr := b.mach.Acquire(now)
 	won := oerr == nil && t.Gen != 0 && step.Gen != 0
