@@ -147,7 +147,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, probeErr error, notes []note) (fleet
 		switch {
 		case a.Move != nil:
 			mv := a.Move
-			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, now)
+			step, ok := b.mach.Mirror(mv.Gen, mv.State, mv.Until, mv.Forced, openedError(mv.Reason), now)
 			if ok {
 				notes = append(notes, note{b: b, step: step})
 			}
@@ -395,6 +395,29 @@ func (sh *shared) flushSuccesses(ctx context.Context) {
 	}
 }
 
+// openedError is the cause of an opening another process made, for r,
+// what the store says of it: nil for none.
+func openedError(r store.Reason) error {
+	if r == (store.Reason{}) {
+		return nil
+	}
+	return &breaker.OpenedError{By: r.By, Text: r.Why}
+}
+
+// reason is who opened the breaker and why, for the store: this process,
+// and the error of the call that opened it here, unless the breaker
+// follows an opening of another process's.
+func (sh *shared) reason() store.Reason {
+	var cause error
+	if e := sh.b.mach.Snapshot().Err; e != nil {
+		cause = e.Cause
+	}
+	if o, ok := cause.(*breaker.OpenedError); ok {
+		return store.Reason{By: o.By, Why: o.Text}
+	}
+	return store.ReasonOf(sh.b.mgr.name, cause)
+}
+
 // newToken returns a probe lease's token: the process's name, which
 // the store shows as the lease's holder, and a random part, which keeps
 // every lease's token its own.
@@ -486,7 +509,7 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 	var st store.Status
 	var applied bool
 	serr := sh.call(func(ctx context.Context) (err error) {
-		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, 0)
+		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, 0, store.Reason{})
 		return err
 	})
 	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: at}, err)

@@ -64,14 +64,16 @@ func (sh *shared) onLoop(a fleet.Actions, notes []note, logFall bool) {
 	}
 	name := b.Name()
 	if o := a.Open; o != nil {
+		why := sh.reason()
 		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-			st, won, err := sh.st.Open(ctx, name, o.Epoch, max(o.Until.Sub(at), 0))
+			st, won, err := sh.st.Open(ctx, name, o.Epoch, max(o.Until.Sub(at), 0), why)
 			return decidedMsg{sh: sh, d: fleet.Decided{Won: won, Status: st, Err: err, At: at}}
 		})
 	}
 	if r := a.Resolve; r != nil && r.OnLoop {
+		why := sh.reason()
 		m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-			st, applied, err := sh.st.Resolve(ctx, name, r.Lease.Token, r.Lease.Epoch, r.Outcome, r.Reopen)
+			st, applied, err := sh.st.Resolve(ctx, name, r.Lease.Token, r.Lease.Epoch, r.Outcome, r.Reopen, why)
 			return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: at}}
 		})
 	}

@@ -31,6 +31,7 @@ type memBreaker struct {
 	probe      string
 	probeTo    time.Time
 	forced     bool                // forced open until a Reset
+	why        Reason              // of the opened epoch; zero otherwise
 	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
 	// reporters of the failures counted, for a quorum: of the run, or,
 	// for a window, with the last bucket each reported a failure in.
@@ -68,7 +69,11 @@ func remaining(until, now time.Time) time.Duration {
 
 func (b *memBreaker) status(now time.Time) Status {
 	forced := b.forced && b.epoch%2 == 1
-	return Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now), Forced: forced}
+	st := Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now), Forced: forced}
+	if st.Opened() && !forced {
+		st.Reason = b.why
+	}
+	return st
 }
 
 // window adds failures to the current bucket of p, and successes by age
@@ -197,7 +202,7 @@ func (m *Memory) RecordSuccess(ctx context.Context, name string, p Policy, succe
 }
 
 // Open implements Store.
-func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period time.Duration) (Status, bool, error) {
+func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period time.Duration, why Reason) (Status, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Status{}, false, err
 	}
@@ -211,7 +216,8 @@ func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period tim
 	b.epoch = epoch + 1
 	b.openTo = now.Add(period)
 	b.probe, b.probeTo, b.forced = "", time.Time{}, false
-	m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: period})
+	b.why = why.clean()
+	m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: period, Reason: b.why})
 	return b.status(now), true, nil
 }
 
@@ -229,6 +235,7 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uin
 		// fleet off for one lease, so that a probe in flight from before
 		// the loss ends before another starts.
 		b.epoch, b.openTo, b.probe, b.probeTo, b.forced = epoch, now.Add(lease), "", time.Time{}, false
+		b.why = Reason{}
 		return false, b.status(now), nil
 	}
 	st := b.status(now)
@@ -240,7 +247,7 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uin
 }
 
 // Resolve implements Store.
-func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (Status, bool, error) {
+func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration, why Reason) (Status, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Status{}, false, err
 	}
@@ -255,12 +262,12 @@ func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, 
 	switch o {
 	case classify.Success:
 		b.epoch++
-		b.openTo, b.failures, b.buckets, b.reporters = time.Time{}, 0, nil, nil
+		b.openTo, b.failures, b.buckets, b.reporters, b.why = time.Time{}, 0, nil, nil, Reason{}
 		m.publish(Change{Name: name, Kind: Closed, Epoch: b.epoch})
 	case classify.Failure:
 		b.epoch += 2
-		b.openTo = now.Add(reopen)
-		m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: reopen})
+		b.openTo, b.why = now.Add(reopen), why.clean()
+		m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: reopen, Reason: b.why})
 	default:
 		m.publish(Change{Name: name, Kind: Released, Epoch: b.epoch})
 	}
@@ -278,6 +285,7 @@ func (m *Memory) Reset(ctx context.Context, name string) (Status, error) {
 	b := m.entry(name)
 	b.epoch += 2 - b.epoch%2
 	b.openTo, b.probe, b.probeTo, b.failures, b.buckets, b.forced, b.reporters = time.Time{}, "", time.Time{}, 0, nil, false, nil
+	b.why = Reason{}
 	m.publish(Change{Name: name, Kind: Reset, Epoch: b.epoch})
 	return b.status(now), nil
 }
@@ -295,7 +303,7 @@ func (m *Memory) ForceOpen(ctx context.Context, name string) (Status, error) {
 		return b.status(now), nil
 	}
 	b.epoch += 1 + b.epoch%2
-	b.openTo, b.probe, b.probeTo, b.forced = time.Time{}, "", time.Time{}, true
+	b.openTo, b.probe, b.probeTo, b.forced, b.why = time.Time{}, "", time.Time{}, true, Reason{}
 	m.publish(Change{Name: name, Kind: Forced, Epoch: b.epoch})
 	return b.status(now), nil
 }

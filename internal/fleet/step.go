@@ -282,6 +282,9 @@ type Move struct {
 	Until  time.Time
 	Forced bool
 	Hold   time.Duration
+	// Reason is who opened the breaker and why, for a move into an
+	// opened epoch, as the store said.
+	Reason store.Reason
 }
 
 // AcquireCall asks the store for a probe lease.
@@ -761,6 +764,9 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 		hold = next.Until.Sub(now)
 	}
 	a.Move = &Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold}
+	if h.Status.Opened() {
+		a.Move.Reason = h.Status.Reason
+	}
 }
 
 // raise moves the epoch up to e, noting how many status reads had
