@@ -544,6 +544,9 @@ func (sh *shared) manual(b *Breaker, force bool) {
 func (sh *shared) link(st Stats) Stats {
 	st.Shared, st.StoreDown, st.StoreErrors = true, sh.hints.Load()&hintDown != 0, sh.errors.Load()
 	st.Processes = sh.processes.Load()
+	if st.OpenedBy == "" && !st.Forced && st.State != breaker.Closed && st.State != breaker.Halted {
+		st.OpenedBy = sh.b.mgr.name
+	}
 	return st
 }
 

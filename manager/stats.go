@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // Stats are a breaker's counters and state at one moment. The counters
@@ -23,6 +24,14 @@ type Stats struct {
 	// Removed is set once Manager.Remove removed the breaker: State is then
 	// the state it was in, and the counters stay as they were.
 	Removed bool
+	// Cause and OpenedBy say why the breaker is open, half-open or
+	// probing (Event.Err of the opening): Cause is the text of the error
+	// of the call that opened it, on one line and at most 200 bytes;
+	// OpenedBy, for a shared breaker, the name of the process that opened
+	// it (Options.Name: this process's own for an opening it made). Both
+	// are empty while the breaker is closed or forced open; Cause is
+	// empty too when that call returned no error.
+	Cause, OpenedBy string
 
 	// Calls is every call that asked for a permit and has finished: the
 	// sum of Successes, Failures, Ignored and Declined. Calls still in
@@ -94,6 +103,15 @@ func (b *Breaker) Stats() Stats {
 		SlowCalls:     b.stats.Load(statSlow),
 		Unprotected:   b.stats.Load(statUnprotected),
 		DroppedEvents: b.dropped.Load(),
+	}
+	if s.Err != nil && !s.Forced {
+		switch c := s.Err.Cause.(type) {
+		case nil:
+		case *breaker.OpenedError:
+			st.OpenedBy, st.Cause = c.By, c.Text
+		default:
+			st.Cause = store.OneLine(c.Error(), store.MaxWhy)
+		}
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined
 	var now time.Time
