@@ -51,6 +51,105 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ForceOpenHoldsUntilReset", func(t *testing.T) { forceOpen(t, h) })
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
 	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
+	t.Run("OpeningKeepsItsReason", func(t *testing.T) { reason(t, h) })
+}
+
+// reason: an opening keeps who opened the breaker and why, on one line,
+// for its whole opened epoch: in every status, every reply and the change
+// that announces it; a failed probe's opening has its own; a closing and a
+// forcing have none.
+func reason(t *testing.T, h Harness) {
+	s := h.New(t)
+	const name = "svc|odd:name}"
+	wctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan store.Change, 64)
+	done := make(chan error, 1)
+	subscribed := make(chan struct{})
+	go func() { done <- s.Watch(wctx, func() { close(subscribed) }, func(c store.Change) { changes <- c }) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-subscribed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not call ready within 5s")
+	}
+	// next returns the next change of name.
+	next := func(what string) store.Change {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case c := <-changes:
+				if c.Name == name {
+					return c
+				}
+			case <-deadline:
+				t.Fatalf("%s: no change within 5s", what)
+			}
+		}
+	}
+	web7 := store.Reason{By: "web-7", Why: "dial tcp: connect:\nconnection refused"}
+	want7 := store.Reason{By: "web-7", Why: "dial tcp: connect: connection refused"}
+	st, ok, err := s.Open(ctx(t), name, 0, 100*time.Millisecond, web7)
+	if err != nil || !ok {
+		t.Fatal("Open", ok, err)
+	}
+	if st.Reason != want7 {
+		t.Errorf("Open's status: Reason %+v, want %+v", st.Reason, want7)
+	}
+	if c := next("the opening"); c.Kind != store.Opened || c.Reason != want7 {
+		t.Errorf("the opening's change: %+v, want Reason %+v", c, want7)
+	}
+	if got := status(t, s, name).Reason; got != want7 {
+		t.Errorf("Status while open: Reason %+v, want %+v", got, want7)
+	}
+	if v, err := s.RecordFailure(ctx(t), name, consecutive, nil); err != nil || v.Reason != want7 {
+		t.Errorf("RecordFailure while open: %+v, %v; want Reason %+v", v, err, want7)
+	}
+	if _, st, err := s.AcquireProbe(ctx(t), name, "x", 1, time.Minute); err != nil || st.Reason != want7 {
+		t.Errorf("AcquireProbe while open: %+v, %v; want Reason %+v", st, err, want7)
+	}
+	h.Advance(t, 100*time.Millisecond)
+	eventually(t, h, 100*time.Millisecond, "the open period ends", func() bool { return status(t, s, name).Open == 0 })
+	if got := status(t, s, name).Reason; got != want7 {
+		t.Errorf("Status once half-open: Reason %+v, want %+v", got, want7)
+	}
+	ok, st, err = s.AcquireProbe(ctx(t), name, "web-8/1", 1, time.Minute)
+	if err != nil || !ok || st.Reason != want7 {
+		t.Fatalf("AcquireProbe: %v %+v %v; want the lease, and Reason %+v", ok, st, err, want7)
+	}
+	long := strings.Repeat("é", store.MaxWhy)
+	st, ok, err = s.Resolve(ctx(t), name, "web-8/1", 1, classify.Failure, time.Minute, store.Reason{By: "web-8", Why: long})
+	if err != nil || !ok {
+		t.Fatal("Resolve", ok, err)
+	}
+	want8 := store.Reason{By: "web-8", Why: store.OneLine(long, store.MaxWhy)}
+	if st.Reason != want8 || len(st.Reason.Why) > store.MaxWhy {
+		t.Errorf("a failed probe's status: Reason %+v, want %+v (at most %d bytes)", st.Reason, want8, store.MaxWhy)
+	}
+	if c := next("the failed probe"); c.Kind != store.Opened || c.Reason != want8 {
+		t.Errorf("the failed probe's change: %+v, want Reason %+v", c, want8)
+	}
+	if got := status(t, s, name).Reason; got != want8 {
+		t.Errorf("Status after the failed probe: Reason %+v, want %+v", got, want8)
+	}
+	if st, err := s.ForceOpen(ctx(t), name); err != nil || st.Reason != (store.Reason{}) {
+		t.Errorf("ForceOpen: %+v, %v; want no Reason", st, err)
+	}
+	if got := status(t, s, name).Reason; got != (store.Reason{}) {
+		t.Errorf("Status while forced: Reason %+v, want none", got)
+	}
+	if _, err := s.Reset(ctx(t), name); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open(ctx(t), name, status(t, s, name).Epoch, time.Minute, store.Reason{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, name).Reason; got != (store.Reason{}) {
+		t.Errorf("an opening without a Reason: %+v, want none (not the last one's)", got)
+	}
 }
 
 var consecutive = store.Policy{Failures: 1000}
