@@ -22,7 +22,7 @@ import (
 
 var (
 	errDial = errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
-	err503     = errors.New("GET /pay: 503 Service Unavailable")
+	err503  = errors.New("GET /pay: 503 Service Unavailable")
 )
 
 // openings returns the events of transitions to open among evs.
