@@ -32,6 +32,10 @@ type Breaker struct {
 	last     breaker.State // the state its handled steps left the breaker in
 	removed  bool          // Manager.Remove removed it: its notes are dropped
 	applying bool          // the manager is applying the step of generation nextGen
+	// dryRun is Config.DryRun: read by callers, only once the breaker
+	// has decided to decline a call. Here, in the padding after the
+	// bytes above, it costs no room.
+	dryRun   atomic.Bool
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
@@ -48,6 +52,7 @@ const (
 	statStale
 	statSlow
 	statUnprotected
+	statWouldDecline
 )
 
 func outcomeStat(o classify.Outcome) int {
@@ -118,10 +123,27 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		return p, nil
 	}
 	if s.Declines() {
+		if b.dryRun.Load() {
+			return b.decline(s.Err)
+		}
 		b.stats.Add(statDeclined)
 		return Permit{}, s.Err
 	}
 	return b.acquireSlow(ctx)
+}
+
+// decline declines a call with oerr, or, in a dry run (Config.DryRun),
+// lets it through and counts it as a call it would have declined. The
+// permit of such a call has generation zero, which no breaker's is: its
+// release counts the outcome and changes nothing else, as a stale one's
+// would (the breaker decided without it).
+func (b *Breaker) decline(oerr *breaker.OpenError) (Permit, error) {
+	if b.dryRun.Load() {
+		b.stats.Add(statWouldDecline)
+		return b.permit(machine.Ticket{}), nil
+	}
+	b.stats.Add(statDeclined)
+	return Permit{}, oerr
 }
 
 // acquireSlow is Acquire in half_open, where the caller may become the

@@ -263,6 +263,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	b := &Breaker{mgr: m, rec: cfg.Recover, truth: local{}}
 	b.setClassifier(cfg.Classify, custom == nil)
 	b.setTiming(cfg)
+	b.dryRun.Store(cfg.DryRun)
 	var sh *shared
 	if cfg.Store != nil {
 		if sh, err = newShared(b, name, cfg); err != nil {

@@ -128,6 +128,7 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	}
 	b.setClassifier(cfg.Classify, req.nilSucceeds)
 	b.setTiming(cfg)
+	b.dryRun.Store(cfg.DryRun)
 	if req.apply != nil {
 		req.apply()
 	}
@@ -138,6 +139,6 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	}
 	m.logInfo("fusebox: breaker reconfigured", "breaker", name,
 		"strategy", fmt.Sprintf("%T%+v", cfg.Strategy, cfg.Strategy), "recover", fmt.Sprintf("%T", cfg.Recover),
-		"fresh_window", fresh, "new_recover", newRecover)
+		"fresh_window", fresh, "new_recover", newRecover, "dry_run", cfg.DryRun)
 	req.reply <- nil
 }

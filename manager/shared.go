@@ -447,8 +447,7 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	sh.mu.Unlock()
 	switch {
 	case oerr != nil:
-		b.stats.Add(statDeclined)
-		return Permit{}, oerr
+		return b.decline(oerr)
 	case t.Gen == 0:
 		return b.halted(b.mach.Snapshot())
 	case step.Gen == 0:
@@ -483,11 +482,10 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 		sh.endProbe(b, t, classify.Ignore, nil)
 		return Permit{}, ctx.Err()
 	case reply.Decline:
-		b.stats.Add(statDeclined)
 		if s := b.mach.Snapshot(); s.Err != nil {
-			return Permit{}, s.Err
+			return b.decline(s.Err)
 		}
-		return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
+		return b.decline(&breaker.OpenError{Name: b.Name(), State: breaker.Probing})
 	}
 	return b.permit(t), nil
 }

@@ -42,6 +42,12 @@ type Stats struct {
 	Successes, Failures, Ignored uint64
 	// Declined counts calls refused by an open or probing breaker.
 	Declined uint64
+	// WouldDecline counts, for a breaker in a dry run (Config.DryRun),
+	// the calls it let through that it would have declined: what
+	// Declined would have counted. They are not in Declined; their
+	// outcomes count in Successes, Failures and Ignored, and change
+	// nothing else.
+	WouldDecline uint64
 	// Stale counts releases of permits granted before the breaker last
 	// changed state; they changed nothing but these counters.
 	Stale uint64
@@ -99,6 +105,7 @@ func (b *Breaker) Stats() Stats {
 		Failures:      b.stats.Load(statFailure),
 		Ignored:       b.stats.Load(statIgnore),
 		Declined:      b.stats.Load(statDeclined),
+		WouldDecline:  b.stats.Load(statWouldDecline),
 		Stale:         b.stats.Load(statStale),
 		SlowCalls:     b.stats.Load(statSlow),
 		Unprotected:   b.stats.Load(statUnprotected),
