@@ -42,6 +42,8 @@ type Stats struct {
 	Successes, Failures, Ignored uint64
 	// Declined counts calls refused by an open or probing breaker.
 	Declined uint64
+	// DryRun is set while the breaker is in a dry run (Config.DryRun).
+	DryRun bool
 	// WouldDecline counts, for a breaker in a dry run (Config.DryRun),
 	// the calls it let through that it would have declined: what
 	// Declined would have counted. They are not in Declined; their
@@ -106,6 +108,7 @@ func (b *Breaker) Stats() Stats {
 		Ignored:       b.stats.Load(statIgnore),
 		Declined:      b.stats.Load(statDeclined),
 		WouldDecline:  b.stats.Load(statWouldDecline),
+		DryRun:        b.dryRun.Load(),
 		Stale:         b.stats.Load(statStale),
 		SlowCalls:     b.stats.Load(statSlow),
 		Unprotected:   b.stats.Load(statUnprotected),
