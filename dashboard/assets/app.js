@@ -22,7 +22,7 @@
   const STATES = ['closed', 'open', 'half_open', 'probing'];
   const OUTCOMES = ['', 'success', 'failure', 'ignore'];
   const RANK = { open: 0, probing: 1, half_open: 2, closed: 3 };
-  const CARD_H = 296; // px, every card the same height: the list renders only what is on screen
+  const CARD_H = 316; // px, every card the same height: the list renders only what is on screen
   const GAP = 14;
   const MIN_W = 360;
   const WINDOW = 10 * 60 * 1000; // every timeline spans the last 10 minutes
