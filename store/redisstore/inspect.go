@@ -42,6 +42,9 @@ type Breaker struct {
 	// or, for a window policy, of the reporters the store still holds
 	// (at least those in the window); zero without a quorum.
 	Processes int64
+	// Reporters are the names of those processes (manager.Options.Name),
+	// sorted; nil without a quorum.
+	Reporters []string
 }
 
 // HolderName returns the name of the process holding the probe lease: the
@@ -76,8 +79,8 @@ func (b Breaker) State() breaker.State {
 //
 // KEYS: epoch, open, probe, failures, window, reporters, opener.
 // Returns {epoch, open_pttl, holder, probe_pttl, failures, window,
-// reporters, opener}: a missing string is "", a missing hash an empty
-// list.
+// reporters (their names), opener}: a missing string is "", a missing
+// hash an empty list.
 var inspectScript = redis.NewScript(`
 return {
   redis.call('GET', KEYS[1]) or '',
@@ -86,7 +89,7 @@ return {
   redis.call('PTTL', KEYS[3]),
   redis.call('GET', KEYS[4]) or '',
   redis.call('HGETALL', KEYS[5]),
-  redis.call('HLEN', KEYS[6]),
+  redis.call('HKEYS', KEYS[6]),
   redis.call('GET', KEYS[7]) or ''
 }
 `)
@@ -201,7 +204,7 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 	probe, ok2 := r[3].(int64)
 	failures, _ := r[4].(string)
 	window, ok3 := r[5].([]any)
-	reporters, ok4 := r[6].(int64)
+	reporters, ok4 := r[6].([]any)
 	opener, ok5 := r[7].(string)
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(window)%2 != 0 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
@@ -209,7 +212,12 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 	if epoch == "" && open == -2 && holder == "" && failures == "" && len(window) == 0 {
 		return Breaker{}, false, nil
 	}
-	b := Breaker{Name: name, Holder: holder, Processes: reporters}
+	b := Breaker{Name: name, Holder: holder, Processes: int64(len(reporters))}
+	for _, rep := range reporters {
+		s, _ := rep.(string)
+		b.Reporters = append(b.Reporters, s)
+	}
+	slices.Sort(b.Reporters)
 	var e int64
 	if epoch != "" {
 		var err error

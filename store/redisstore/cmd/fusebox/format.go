@@ -160,6 +160,9 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	case b.Processes > 1:
 		counts += fmt.Sprintf(", from %d processes", b.Processes)
 	}
+	if len(b.Reporters) > 0 {
+		counts += ": " + strings.Join(b.Reporters, ", ")
+	}
 	for _, f := range [][2]string{
 		{"name", b.Name},
 		{"state", state(b)},
@@ -198,8 +201,9 @@ type breakerObject struct {
 	Failures int64  `json:"failures"`
 	Calls    *int64 `json:"calls,omitempty"`
 	// Processes is how many processes the failures came from, under a
-	// quorum; absent without one.
-	Processes int64 `json:"processes,omitempty"`
+	// quorum, and Reporters their names; absent without one.
+	Processes int64    `json:"processes,omitempty"`
+	Reporters []string `json:"reporters,omitempty"`
 	// OpenedBy and Why say who opened the breaker (manager.Options.Name)
 	// and the text of the error that opened it; absent while closed or
 	// forced, or when the store does not say.
@@ -212,7 +216,7 @@ func breakerJSON(b redisstore.Breaker) breakerObject {
 		Name: b.Name, State: state(b), Epoch: b.Epoch,
 		OpenMS: b.Open.Milliseconds(), Holder: b.Holder, HeldBy: b.HolderName(), ProbeMS: b.Probe.Milliseconds(),
 		Window: b.Window, Failures: b.Failures, Processes: b.Processes,
-		OpenedBy: b.Reason.By, Why: b.Reason.Why,
+		OpenedBy: b.Reason.By, Why: b.Reason.Why, Reporters: b.Reporters,
 	}
 	if b.Window {
 		o.Calls = &b.Calls

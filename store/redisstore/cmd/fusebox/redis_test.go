@@ -322,7 +322,7 @@ func TestListProcessesInTheCount(t *testing.T) {
 	require.ErrorIs(t, err, errBoom)
 	r = fusebox("-redis", srv.Addr(), "show", "search")
 	require.Equal(t, 0, r.code, "show: %s", r.stderr)
-	assert.Regexp(t, `(?m)^counts +\d+ consecutive failures, from 2 processes$`, r.stdout)
+	assert.Regexp(t, `(?m)^counts +\d+ consecutive failures, from 2 processes: web-0, web-1$`, r.stdout)
 }
 
 // interrupt cancels a watch's context, as SIGINT does, and checks that the
