@@ -104,6 +104,7 @@
       actions = msg.actions;
       history = msg.history || history;
       if (msg.title) document.getElementById('title').textContent = msg.title;
+      if (msg.process) document.getElementById('process').textContent = msg.process;
     }
     offset = msg.now - Date.now();
     lastNow = msg.now;

@@ -73,5 +73,8 @@ func TestBrowserSaysWhoOpenedAndWhy(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, more, "1 would decline")
 	assert.False(t, got["payments"].DryRun)
+	process, err := chromedp.Run(br.Ctx, chromedp.Evaluate[string](`document.getElementById('process').textContent`))
+	require.NoError(t, err)
+	assert.Equal(t, f.m.Name(), process, "the header names this process")
 	assert.Empty(t, br.Errors(), "no script error")
 }
