@@ -236,6 +236,7 @@ func (p Permit) release(o classify.Outcome, err error) {
 	if o < classify.Success || o > classify.Ignore {
 		o = classify.Failure
 	}
+	var took time.Duration // a slow call's: why it opens the breaker, if it does
 	if p.start != 0 {
 		d := b.mgr.elapsed() - (p.start - 1)
 		if h := b.durations.Load(); h != nil {
@@ -244,11 +245,12 @@ func (p Permit) release(o classify.Outcome, err error) {
 		if slow := time.Duration(b.slowCall.Load()); slow > 0 && d >= slow {
 			b.stats.Add(statSlow)
 			o = classify.Failure
+			took = d
 		}
 	}
 	b.stats.Add(outcomeStat(o))
 	if p.t.Probe {
-		b.endProbe(p.t, o, err)
+		b.endProbe(p.t, o, b.slowErr(err, took))
 		return
 	}
 	c := b.mach.Current(p.t)
@@ -263,8 +265,19 @@ func (p Permit) release(o classify.Outcome, err error) {
 		now = b.mgr.clk.Now()
 	}
 	if c.Record(o, now) {
-		b.trip(p.t.Gen, o, err)
+		b.trip(p.t.Gen, o, b.slowErr(err, took))
 	}
+}
+
+// slowErr is the error of a call that opens the breaker: err, or, for a
+// call that returned none but counted as a failure because it took took
+// (not zero), a *SlowCallError that says so. It is made only for the call
+// that opens the breaker.
+func (b *Breaker) slowErr(err error, took time.Duration) error {
+	if err != nil || took == 0 {
+		return err
+	}
+	return &SlowCallError{Took: took, SlowCall: time.Duration(b.slowCall.Load())}
 }
 
 // trip opens the closed breaker of generation gen because of a call with

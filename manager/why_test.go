@@ -289,3 +289,37 @@ func TestOptionsNameRefused(t *testing.T) {
 		m.Stop()
 	}
 }
+
+// A slow call that returned no error still says why it opened the breaker.
+func TestEventErrOfASlowCall(t *testing.T) {
+	m, mock := startMock(t)
+	events, stop := m.Subscribe(64)
+	defer stop()
+	b := register(t, m, "replica", manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover:  recover.BasicTimeout{Open: time.Second},
+		SlowCall: 800 * time.Millisecond,
+	})
+	slow := func(context.Context) error { mock.Add(time.Second); return nil }
+	require.NoError(t, b.Do(context.Background(), slow))
+	m.Sync()
+	evs := openings(drain(events))
+	require.Len(t, evs, 1)
+	var se *manager.SlowCallError
+	require.ErrorAs(t, evs[0].Err, &se)
+	assert.Equal(t, manager.SlowCallError{Took: time.Second, SlowCall: 800 * time.Millisecond}, *se)
+	assert.Equal(t, "fusebox: slow call: took 1s, at least Config.SlowCall (800ms)", b.Stats().Cause)
+	assert.Contains(t, declined(t, b).Error(), "opened by: slow call: took 1s")
+
+	// The probe, slow too: its failure says so.
+	mock.Add(time.Second)
+	m.Sync()
+	p := probe(t, b)
+	mock.Add(900 * time.Millisecond)
+	p.Release(nil)
+	m.Sync()
+	evs = openings(drain(events))
+	require.Len(t, evs, 1)
+	require.ErrorAs(t, evs[0].Err, &se)
+	assert.Equal(t, 900*time.Millisecond, se.Took)
+}
