@@ -277,11 +277,15 @@ func OneLine(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	n := limit - 3
+	dots := "..."
+	if limit < len(dots) {
+		dots = ""
+	}
+	n := limit - len(dots)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:max(n, 0)] + "..."
+	return s[:max(n, 0)] + dots
 }
 
 // control reports whether r is a control character, or stands for an
