@@ -277,6 +277,14 @@ func (b *Breaker) slowErr(err error, took time.Duration) error {
 	if err != nil || took == 0 {
 		return err
 	}
+	return b.slowCallError(took)
+}
+
+// slowCallError makes slowErr's error. It is kept out of line so that
+// release, on every call's path, need not make room for it.
+//
+//go:noinline
+func (b *Breaker) slowCallError(took time.Duration) error {
 	return &SlowCallError{Took: took, SlowCall: time.Duration(b.slowCall.Load())}
 }
 
