@@ -412,8 +412,9 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 	return status(v), nil
 }
 
-// Status implements store.Store. It sends one pipeline; a Cluster client
-// splits it by node.
+// Status implements store.Store. It sends one pipeline (a Cluster client
+// splits it by node), and, when some of the breakers are opened, a second
+// one that reads who opened them and why.
 func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, error) {
 	if s.err != nil {
 		return nil, s.err
