@@ -32,6 +32,8 @@ type OpenError struct {
 	// Cause is the error of the call that opened the breaker (it tripped it,
 	// or it was the probe that failed), when that call was released with
 	// one in this process; nil otherwise, and for a breaker forced open.
+	// For a breaker shared with other processes that one of them opened,
+	// it is an *OpenedError: who opened it, and its error's text.
 	// It stays the same while the breaker recovers from that opening
 	// (half_open, probing). It is not in the error's chain: errors.Is(err,
 	// context.DeadlineExceeded) does not hold for a declined call because
@@ -56,7 +58,9 @@ func (e *OpenError) Error() string {
 	if !e.Until.IsZero() {
 		msg += " until " + e.Until.Format(time.RFC3339Nano)
 	}
-	if e.Cause != nil {
+	if o, ok := e.Cause.(*OpenedError); ok {
+		msg += ", " + o.Error()
+	} else if e.Cause != nil {
 		msg += ", opened by: " + strings.TrimPrefix(e.Cause.Error(), "fusebox: ")
 	}
 	return msg
@@ -65,6 +69,32 @@ func (e *OpenError) Error() string {
 // Is reports whether target is ErrOpen, so that errors.Is(err, ErrOpen)
 // holds for every declined call.
 func (e *OpenError) Is(target error) bool { return target == ErrOpen }
+
+// OpenedError says which process of a fleet opened a breaker they share,
+// and why: the text of the error of the call that opened it there, as the
+// store carried it (one line, bounded). It is the Cause of a declined
+// call's *OpenError, and the Err of the event of the transition, in every
+// process that followed the opening rather than made it.
+type OpenedError struct {
+	// By is the opener's process name (manager.Options.Name).
+	By string
+	// Text is the text of the error of the call that opened the breaker
+	// (the call that tripped it, or the probe that failed); empty if that
+	// call returned none.
+	Text string
+}
+
+// Error returns "opened by web-7: dial tcp 10.0.0.7:443: connect:
+// connection refused", or "opened by web-7" without a Text.
+func (e *OpenedError) Error() string {
+	switch {
+	case e.Text == "":
+		return "opened by " + e.By
+	case e.By == "":
+		return "opened: " + e.Text
+	}
+	return "opened by " + e.By + ": " + e.Text
+}
 
 // ConfigError reports an invalid field of a strategy or of a recovery
 // policy. Register wraps it with the breaker's name.

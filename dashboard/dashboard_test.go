@@ -122,8 +122,11 @@ func TestStatusJSON(t *testing.T) {
 	assert.Equal(t, uint64(0), pay.Ignored)
 	assert.Equal(t, uint64(1), pay.Declined)
 	assert.Equal(t, uint64(0), pay.MissedTransitions)
+	assert.Equal(t, "service down", pay.Cause, "why it opened, while half-open too")
+	assert.Empty(t, pay.OpenedBy, "a breaker kept in its process")
+	assert.Equal(t, f.m.Name(), st.Process)
 	require.Len(t, pay.Transitions, 2)
-	assert.Equal(t, dashboard.TransitionRecord{From: "closed", To: "open", At: pay.Transitions[0].At, Cause: "trip", Outcome: "failure"}, pay.Transitions[0])
+	assert.Equal(t, dashboard.TransitionRecord{From: "closed", To: "open", At: pay.Transitions[0].At, Cause: "trip", Outcome: "failure", Err: "service down"}, pay.Transitions[0])
 	assert.True(t, pay.Transitions[0].At.Equal(t0.Add(time.Second)))
 	assert.Equal(t, dashboard.TransitionRecord{From: "open", To: "half_open", At: pay.Transitions[1].At, Cause: "timer"}, pay.Transitions[1])
 	assert.True(t, pay.Transitions[1].At.Equal(t0.Add(11*time.Second)))
@@ -192,7 +195,8 @@ type sse struct {
 	now   time.Time
 	byID  map[int]*dashboard.BreakerStatus
 	names map[int]string
-	bytes int // data received
+	why   map[string]string // each breaker's why, by name
+	bytes int               // data received
 }
 
 func openEvents(t *testing.T, ctx context.Context, f *fixture) *sse {
@@ -204,7 +208,7 @@ func openEvents(t *testing.T, ctx context.Context, f *fixture) *sse {
 	t.Cleanup(func() { resp.Body.Close() })
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	return &sse{r: bufio.NewReader(resp.Body), resp: resp}
+	return &sse{r: bufio.NewReader(resp.Body), resp: resp, why: map[string]string{}}
 }
 
 // next returns the status the stream shows after its next message: a
@@ -275,23 +279,29 @@ func (s *sse) apply(t *testing.T, event, data string) {
 	for _, raw := range msg.B {
 		var r []any
 		require.NoError(t, json.Unmarshal(raw, &r))
-		require.Len(t, r, 20, "%s", raw)
+		require.Len(t, r, 22, "%s", raw)
 		b := s.byID[int(r[0].(float64))]
 		require.NotNil(t, b, "record of an unknown breaker: %s", raw)
 		n := func(i int) uint64 { return uint64(r[i].(float64)) }
 		b.State, b.Since, b.Until = wireStates[int(r[1].(float64))], rel(r[2]), rel(r[3])
-		b.Forced, b.StoreDown = n(4)&1 != 0, n(4)&4 != 0
+		b.Forced, b.StoreDown, b.DryRun = n(4)&1 != 0, n(4)&4 != 0, n(4)&8 != 0
 		b.Calls, b.Successes, b.Failures, b.Ignored = n(5), n(6), n(7), n(8)
 		b.Declined, b.Stale, b.DroppedEvents, b.MissedTransitions, b.SlowCalls = n(9), n(10), n(11), n(12), n(13)
 		b.CallRate, b.FailureRate = r[14].(float64)/100, r[15].(float64)/1000
 		b.Processes = int64(r[16].(float64))
-		b.Admitted, b.SlowStartUntil = r[18].(float64), rel(r[19])
-		for _, tr := range r[17].([]any) {
+		b.WouldDecline = n(17)
+		s.why[b.Name] = r[18].(string)
+		b.Admitted, b.SlowStartUntil = r[20].(float64), rel(r[21])
+		for _, tr := range r[19].([]any) {
 			tr := tr.([]any)
-			b.Transitions = append(b.Transitions, dashboard.TransitionRecord{
+			rec := dashboard.TransitionRecord{
 				From: wireStates[int(tr[0].(float64))], To: wireStates[int(tr[1].(float64))],
 				At: rel(tr[2]), Cause: tr[3].(string), Outcome: wireOutcomes[int(tr[4].(float64))],
-			})
+			}
+			if len(tr) > 5 {
+				rec.Err = tr[5].(string)
+			}
+			b.Transitions = append(b.Transitions, rec)
 		}
 	}
 }

@@ -33,18 +33,24 @@
 //	now      the manager's clock, in Unix milliseconds; the times below are milliseconds from it
 //	halted   whether the manager has stopped
 //	title, actions, history   (snapshot only) Options.Title, Options.Actions, Options.History
+//	process  (snapshot only) the manager's process name (manager.Options.Name)
 //	names    [[id, name], ...]: breakers new to the stream (every breaker, in a snapshot)
 //	gone     [id, ...]: breakers removed
 //	b        records, one per breaker: [id, state, since, until, flags, calls,
 //	         successes, failures, ignored, declined, stale, dropped_events,
 //	         missed_transitions, slow_calls, calls (declined ones included) per 100 s over the last minute,
-//	         failures per thousand over the last minute, transitions]
+//	         failures per thousand over the last minute, processes, would_decline,
+//	         why, transitions]
 //
 // state is 0 closed, 1 open, 2 half_open, 3 probing; until is null when
-// there is no timer; flags has 1 for forced, 2 for shared, 4 for store down.
-// transitions are [from, to, at, cause, outcome] (outcome 0 none, 1
-// success, 2 failure, 3 ignore): every one kept in a snapshot, only the new
-// ones in a delta.
+// there is no timer; flags has 1 for forced, 2 for shared, 4 for store down,
+// 8 for a dry run. processes is BreakerStatus.Processes; would_decline
+// BreakerStatus.WouldDecline; why is who opened the breaker and why ("opened
+// by web-7: dial tcp ...", or the error's text alone for a breaker kept in
+// its process; "" while closed). transitions are [from, to, at, cause,
+// outcome] (outcome 0 none, 1 success, 2 failure, 3 ignore), with a sixth
+// element, err, for an opening with an Event.Err: every one kept in a
+// snapshot, only the new ones in a delta.
 //
 // # Security
 //

@@ -77,6 +77,7 @@ type wireTransition struct {
 	at       time.Time
 	cause    breaker.Cause
 	outcome  uint8
+	err      string // an opening's Event.Err, on one bounded line; "" for none
 }
 
 // view is what the stream says of a breaker, compared between scans to
@@ -91,6 +92,9 @@ type view struct {
 	processes                                          int64 // the processes the fleet's count comes from, under a quorum
 	admitted                                           float64
 	slowUntil                                          time.Time // the end of a slow start that runs
+	dryRun                                             bool
+	would                                              uint64 // calls let through that a dry run would have declined
+	why                                                string // who opened the breaker and why (whyOf)
 }
 
 type entry struct {
@@ -212,6 +216,9 @@ func (h *hub) add(batch []manager.Event) {
 			continue
 		}
 		wt := wireTransition{from: ev.Transition.From, to: ev.Transition.To, at: ev.At, cause: ev.Cause, outcome: uint8(ev.Outcome)}
+		if ev.Err != nil {
+			wt.err = errText(ev.Err)
+		}
 		e.fresh = append(e.fresh, wt)
 		if len(e.fresh) > h.limit {
 			e.fresh = e.fresh[len(e.fresh)-h.limit:]
@@ -282,6 +289,7 @@ func (h *hub) viewOf(e *entry, now time.Time, sampleRates bool) view {
 	v := view{
 		state: st.State, since: st.Since, until: st.Until, forced: st.Forced,
 		shared: st.Shared, storeDown: st.StoreDown, processes: st.Processes,
+		dryRun: st.DryRun, would: st.WouldDecline, why: whyOf(st),
 		calls: st.Calls, ok: st.Successes, failures: st.Failures, ignored: st.Ignored,
 		declined: st.Declined, stale: st.Stale, drp: st.DroppedEvents, missed: e.missed, slow: st.SlowCalls,
 		admitted: st.Admitted, slowUntil: st.SlowStartUntil,
@@ -395,6 +403,8 @@ func (h *hub) snapshot() ([]byte, uint64, <-chan struct{}) {
 	buf = appendString(buf, h.title)
 	buf = append(buf, `,"actions":`...)
 	buf = strconv.AppendBool(buf, h.actions)
+	buf = append(buf, `,"process":`...)
+	buf = appendString(buf, h.m.Name())
 	buf = append(buf, `,"history":`...)
 	buf = strconv.AppendInt(buf, int64(h.limit), 10)
 	buf = append(buf, `,"names":[`...)
@@ -507,6 +517,9 @@ func appendRecord(buf []byte, e *entry, v view, trs []wireTransition, now time.T
 	if v.storeDown {
 		flags |= 4
 	}
+	if v.dryRun {
+		flags |= 8
+	}
 	buf = append(buf, '[')
 	buf = strconv.AppendInt(buf, int64(e.id), 10)
 	buf = append(buf, ',')
@@ -516,10 +529,13 @@ func appendRecord(buf []byte, e *entry, v view, trs []wireTransition, now time.T
 	buf = append(buf, ',')
 	buf = appendRel(buf, v.until, now)
 	for _, n := range [...]int64{flags, int64(v.calls), int64(v.ok), int64(v.failures), int64(v.ignored),
-		int64(v.declined), int64(v.stale), int64(v.drp), int64(v.missed), int64(v.slow), v.perSecond, v.failurePermille, v.processes} {
+		int64(v.declined), int64(v.stale), int64(v.drp), int64(v.missed), int64(v.slow), v.perSecond, v.failurePermille, v.processes,
+		int64(v.would)} {
 		buf = append(buf, ',')
 		buf = strconv.AppendInt(buf, n, 10)
 	}
+	buf = append(buf, ',')
+	buf = appendString(buf, v.why)
 	buf = append(buf, ",["...)
 	for i, t := range trs {
 		if i > 0 {
@@ -535,6 +551,10 @@ func appendRecord(buf []byte, e *entry, v view, trs []wireTransition, now time.T
 		buf = appendString(buf, t.cause.String())
 		buf = append(buf, ',')
 		buf = strconv.AppendInt(buf, int64(t.outcome), 10)
+		if t.err != "" {
+			buf = append(buf, ',')
+			buf = appendString(buf, t.err)
+		}
 		buf = append(buf, ']')
 	}
 	// After the transitions, so that a page that knows only the fields

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/manager"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // Status is what the page shows, as served by /api/status and in each event
@@ -16,6 +17,9 @@ type Status struct {
 	Now time.Time `json:"now"`
 	// Actions reports whether the force-open and reset actions are served.
 	Actions bool `json:"actions"`
+	// Process is the manager's process name (manager.Options.Name): the
+	// name other processes of a fleet know it by.
+	Process string `json:"process"`
 	// Halted is set once the manager has stopped: halted after a burst of
 	// restarts, or stopped. Its breakers then refuse every call.
 	Halted bool `json:"halted,omitempty"`
@@ -52,6 +56,17 @@ type BreakerStatus struct {
 	// processes the fleet's count of failures comes from
 	// (manager.Stats.Processes).
 	Processes int64 `json:"processes,omitempty"`
+	// Cause and OpenedBy say why the breaker is open, half-open or
+	// probing: the text of the error of the call that opened it, and,
+	// for a shared breaker, the process that opened it
+	// (manager.Stats.Cause and OpenedBy). Absent while closed.
+	Cause    string `json:"cause,omitempty"`
+	OpenedBy string `json:"opened_by,omitempty"`
+	// DryRun is set for a breaker in a dry run (manager.Config.DryRun),
+	// which declines no call; WouldDecline counts the calls it let
+	// through that it would have declined.
+	DryRun       bool   `json:"dry_run,omitempty"`
+	WouldDecline uint64 `json:"would_decline,omitempty"`
 
 	// The counters of manager.Stats. Calls, as everywhere in fusebox
 	// (the metrics' calls_total too), is every call that asked for a
@@ -98,6 +113,27 @@ type TransitionRecord struct {
 	// Outcome is the outcome of the call that caused it ("success",
 	// "failure", "ignore"), or absent when no call did.
 	Outcome string `json:"outcome,omitempty"`
+	// Err, for a transition to open, is why it opened (manager.Event.Err:
+	// the error of the call that opened it, or, for a shared breaker
+	// another process opened, "opened by web-7: ..."), on one line and at
+	// most 200 bytes; absent otherwise.
+	Err string `json:"err,omitempty"`
+}
+
+// errText is err's text as the page shows it: one line, bounded.
+func errText(err error) string { return store.OneLine(err.Error(), store.MaxWhy) }
+
+// whyOf says who opened the breaker and why, as its card shows it:
+// "opened by web-7: dial tcp ...", the cause alone for a breaker kept in
+// its process, or "" while closed.
+func whyOf(st manager.Stats) string {
+	switch {
+	case st.OpenedBy != "" && st.Cause != "":
+		return "opened by " + st.OpenedBy + ": " + st.Cause
+	case st.OpenedBy != "":
+		return "opened by " + st.OpenedBy
+	}
+	return st.Cause
 }
 
 func record(ev manager.Event) TransitionRecord {
@@ -110,6 +146,9 @@ func record(ev manager.Event) TransitionRecord {
 	if ev.Outcome != 0 {
 		r.Outcome = ev.Outcome.String()
 	}
+	if ev.Err != nil {
+		r.Err = errText(ev.Err)
+	}
 	return r
 }
 
@@ -121,6 +160,7 @@ func (h *Handler) status() Status {
 		Title:    h.opts.Title,
 		Now:      h.m.Clock().Now(),
 		Actions:  h.opts.Actions,
+		Process:  h.m.Name(),
 		Breakers: make([]BreakerStatus, 0, len(bs)),
 	}
 	select {
@@ -142,6 +182,10 @@ func (h *Handler) status() Status {
 			SlowStartUntil:    s.SlowStartUntil,
 			StoreDown:         s.StoreDown,
 			Processes:         s.Processes,
+			Cause:             s.Cause,
+			OpenedBy:          s.OpenedBy,
+			DryRun:            s.DryRun,
+			WouldDecline:      s.WouldDecline,
 			Calls:             s.Calls,
 			Successes:         s.Successes,
 			Failures:          s.Failures,

@@ -8,9 +8,15 @@
 //
 // Each transition becomes a record with the message TransitionMessage and
 // the attributes breaker, from, to, outcome, cause and at (the time of the
-// transition on the manager's clock), for example, with a text handler:
+// transition on the manager's clock), and, for an opening whose call
+// returned an error, err: why it opened (manager.Event.Err). For example,
+// with a text handler:
 //
-//	level=WARN msg="fusebox: breaker state changed" breaker=payments from=closed to=open outcome=failure cause=trip at=2026-03-01T12:00:00.000Z
+//	level=WARN msg="fusebox: breaker state changed" breaker=payments from=closed to=open outcome=failure cause=trip at=2026-03-01T12:00:00.000Z err="dial tcp 10.0.0.7:443: connect: connection refused"
+//
+// and, in another process of a fleet sharing the breaker:
+//
+//	level=WARN msg="fusebox: breaker state changed" breaker=payments from=closed to=open outcome=none cause=shared at=2026-03-01T12:00:00.004Z err="opened by web-7: dial tcp 10.0.0.7:443: connect: connection refused"
 //
 // Events that are not transitions (a store link lost or restored, a breaker
 // removed, reconfigured or halted) become a record with the message
@@ -135,13 +141,23 @@ func (l *Logger) write(batch []manager.Event) {
 			)
 			continue
 		}
-		l.log.LogAttrs(ctx, l.level(ev), TransitionMessage,
+		attrs := [...]slog.Attr{
 			slog.String("breaker", ev.Name),
 			slog.String("from", ev.Transition.From.String()),
 			slog.String("to", ev.Transition.To.String()),
 			slog.String("outcome", ev.Outcome.String()),
 			slog.String("cause", ev.Cause.String()),
 			slog.Time("at", ev.At),
-		)
+			{},
+		}
+		n := len(attrs) - 1
+		if ev.Err != nil {
+			// Why it opened: the error of the call that opened it, or,
+			// for a shared breaker another process opened, that
+			// process's name and its error.
+			attrs[n] = slog.String("err", ev.Err.Error())
+			n++
+		}
+		l.log.LogAttrs(ctx, l.level(ev), TransitionMessage, attrs[:n]...)
 	}
 }

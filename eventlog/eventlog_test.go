@@ -21,6 +21,7 @@ import (
 	"github.com/fusebox-go/fusebox/eventlog"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -108,8 +109,8 @@ func call(t *testing.T, b *manager.Breaker, err error) {
 
 // transition is the part of a record the tests compare.
 type transition struct {
-	Level, Msg, Breaker, From, To, Outcome, Cause, At string
-	Dropped                                           float64
+	Level, Msg, Breaker, From, To, Outcome, Cause, At, Err string
+	Dropped                                                float64
 }
 
 func transitions(t *testing.T, buf *logBuffer) []transition {
@@ -120,7 +121,7 @@ func transitions(t *testing.T, buf *logBuffer) []transition {
 		d, _ := r["dropped"].(float64)
 		out = append(out, transition{
 			Level: s("level"), Msg: s("msg"), Breaker: s("breaker"), From: s("from"), To: s("to"),
-			Outcome: s("outcome"), Cause: s("cause"), At: s("at"), Dropped: d,
+			Outcome: s("outcome"), Cause: s("cause"), At: s("at"), Err: s("err"), Dropped: d,
 		})
 	}
 	return out
@@ -144,12 +145,41 @@ func TestOneRecordPerTransition(t *testing.T) {
 
 	const msg = eventlog.TransitionMessage
 	assert.Equal(t, []transition{
-		{Level: "WARN", Msg: msg, Breaker: "payments", From: "closed", To: "open", Outcome: "failure", Cause: "trip", At: at(0)},
+		{Level: "WARN", Msg: msg, Breaker: "payments", From: "closed", To: "open", Outcome: "failure", Cause: "trip", At: at(0), Err: "upstream down"},
 		{Level: "INFO", Msg: msg, Breaker: "payments", From: "open", To: "half_open", Outcome: "none", Cause: "timer", At: at(10 * time.Second)},
 		{Level: "INFO", Msg: msg, Breaker: "payments", From: "half_open", To: "probing", Outcome: "none", Cause: "probe", At: at(10 * time.Second)},
 		{Level: "INFO", Msg: msg, Breaker: "payments", From: "probing", To: "closed", Outcome: "success", Cause: "probe", At: at(10 * time.Second)},
 	}, transitions(t, buf))
 	assert.Zero(t, l.Dropped())
+}
+
+// In a fleet, the line of every other process says who opened the breaker
+// and why.
+func TestSharedOpeningSaysWhoAndWhy(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(t0)
+	mem := store.NewMemory(mock)
+	var ms []*manager.Manager
+	var bs []*manager.Breaker
+	for _, name := range []string{"web-7", "web-8"} {
+		m := manager.Start(manager.Options{Clock: mock, Name: name, Resync: time.Hour})
+		t.Cleanup(m.Stop)
+		b, err := m.Register("payments", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Store: mem})
+		require.NoError(t, err)
+		ms, bs = append(ms, m), append(bs, b)
+	}
+	logger, buf := jsonLogger(nil)
+	l, err := eventlog.Start(ms[1], eventlog.Options{Logger: logger})
+	require.NoError(t, err)
+	call(t, bs[0], errDown)
+	for range 2 {
+		ms[0].Sync()
+		ms[1].Sync()
+	}
+	l.Close()
+	assert.Equal(t, []transition{
+		{Level: "WARN", Msg: eventlog.TransitionMessage, Breaker: "payments", From: "closed", To: "open", Outcome: "none", Cause: "shared", At: at(0), Err: "opened by web-7: upstream down"},
+	}, transitions(t, buf))
 }
 
 func TestCustomLevel(t *testing.T) {
@@ -213,7 +243,7 @@ func TestReportsDroppedEvents(t *testing.T) {
 
 	const msg = eventlog.TransitionMessage
 	assert.Equal(t, []transition{
-		{Level: "WARN", Msg: msg, Breaker: "inventory", From: "closed", To: "open", Outcome: "failure", Cause: "trip", At: at(0)},
+		{Level: "WARN", Msg: msg, Breaker: "inventory", From: "closed", To: "open", Outcome: "failure", Cause: "trip", At: at(0), Err: "upstream down"},
 		{Level: "INFO", Msg: msg, Breaker: "inventory", From: "open", To: "half_open", Outcome: "none", Cause: "timer", At: at(10 * time.Second)},
 		{Level: "WARN", Msg: eventlog.DroppedMessage, Breaker: "inventory", Dropped: 2},
 		{Level: "INFO", Msg: msg, Breaker: "inventory", From: "open", To: "half_open", Outcome: "none", Cause: "timer", At: at(20 * time.Second)},

@@ -56,7 +56,7 @@ func Example() {
 	m.Sync()
 	l.Close() // writes what was delivered, then returns
 	// Output:
-	// level=WARN msg="fusebox: breaker state changed" breaker=payments from=closed to=open outcome=failure cause=trip at=2026-03-01T12:00:00.000Z
+	// level=WARN msg="fusebox: breaker state changed" breaker=payments from=closed to=open outcome=failure cause=trip at=2026-03-01T12:00:00.000Z err="connection refused"
 	// level=INFO msg="fusebox: breaker state changed" breaker=payments from=open to=half_open outcome=none cause=timer at=2026-03-01T12:00:30.000Z
 	// level=INFO msg="fusebox: breaker state changed" breaker=payments from=half_open to=probing outcome=none cause=probe at=2026-03-01T12:00:30.000Z
 	// level=INFO msg="fusebox: breaker state changed" breaker=payments from=probing to=closed outcome=success cause=probe at=2026-03-01T12:00:30.000Z

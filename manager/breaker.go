@@ -42,6 +42,10 @@ type Breaker struct {
 	last     breaker.State // the state its handled steps left the breaker in
 	removed  bool          // Manager.Remove removed it: its notes are dropped
 	applying bool          // the manager is applying the step of generation nextGen
+	// dryRun is Config.DryRun: read by callers, only once the breaker
+	// has decided to decline a call. Here, in the padding after the
+	// bytes above, it costs no room.
+	dryRun   atomic.Bool
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
@@ -58,6 +62,7 @@ const (
 	statStale
 	statSlow
 	statUnprotected
+	statWouldDecline
 )
 
 func outcomeStat(o classify.Outcome) int {
@@ -130,6 +135,9 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 		return p, nil
 	}
 	if s.Declines() {
+		if b.dryRun.Load() {
+			return b.decline(s.Err)
+		}
 		b.stats.Add(statDeclined)
 		return Permit{}, s.Err
 	}
@@ -141,14 +149,28 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 
 // acquireSlowStart is Acquire in a slow start: the call goes through with
 // the share the slow start admits, which the manager works out again at
-// each of its ticks, and is declined with the snapshot's error otherwise.
-// It draws a random number and reads no clock.
+// each of its ticks, and is declined with the snapshot's error otherwise
+// (let through, in a dry run). It draws a random number and reads no
+// clock.
 func (b *Breaker) acquireSlowStart(s *machine.Snapshot) (Permit, error) {
 	if !s.SlowStartAdmits(rand.Uint64()) {
-		b.stats.Add(statDeclined)
-		return Permit{}, s.Err
+		return b.decline(s.Err)
 	}
 	return b.permit(machine.Ticket{Gen: s.Gen}), nil
+}
+
+// decline declines a call with oerr, or, in a dry run (Config.DryRun),
+// lets it through and counts it as a call it would have declined. The
+// permit of such a call has generation zero, which no breaker's is: its
+// release counts the outcome and changes nothing else, as a stale one's
+// would (the breaker decided without it).
+func (b *Breaker) decline(oerr *breaker.OpenError) (Permit, error) {
+	if b.dryRun.Load() {
+		b.stats.Add(statWouldDecline)
+		return b.permit(machine.Ticket{}), nil
+	}
+	b.stats.Add(statDeclined)
+	return Permit{}, oerr
 }
 
 // acquireSlow is Acquire in half_open, where the caller may become the
@@ -241,6 +263,7 @@ func (p Permit) release(o classify.Outcome, err error) {
 	if o < classify.Success || o > classify.Ignore {
 		o = classify.Failure
 	}
+	var took time.Duration // a slow call's: why it opens the breaker, if it does
 	if p.start != 0 {
 		d := b.mgr.elapsed() - (p.start - 1)
 		if h := b.durations.Load(); h != nil {
@@ -249,11 +272,12 @@ func (p Permit) release(o classify.Outcome, err error) {
 		if slow := time.Duration(b.slowCall.Load()); slow > 0 && d >= slow {
 			b.stats.Add(statSlow)
 			o = classify.Failure
+			took = d
 		}
 	}
 	b.stats.Add(outcomeStat(o))
 	if p.t.Probe {
-		b.endProbe(p.t, o, err)
+		b.endProbe(p.t, o, b.slowErr(err, took))
 		return
 	}
 	c := b.mach.Current(p.t)
@@ -270,8 +294,27 @@ func (p Permit) release(o classify.Outcome, err error) {
 	// Recorded in the period's own count first, then told to the
 	// breaker's truth, with the permit's generation.
 	if trips := c.Record(o, now); trips || b.hearsAll {
-		b.truth.outcome(b, p.t.Gen, o, trips, err)
+		b.truth.outcome(b, p.t.Gen, o, trips, b.slowErr(err, took))
 	}
+}
+
+// slowErr is the error of a call that opens the breaker: err, or, for a
+// call that returned none but counted as a failure because it took took
+// (not zero), a *SlowCallError that says so. It is made only for the call
+// that opens the breaker.
+func (b *Breaker) slowErr(err error, took time.Duration) error {
+	if err != nil || took == 0 {
+		return err
+	}
+	return b.slowCallError(took)
+}
+
+// slowCallError makes slowErr's error. It is kept out of line so that
+// release, on every call's path, need not make room for it.
+//
+//go:noinline
+func (b *Breaker) slowCallError(took time.Duration) error {
+	return &SlowCallError{Took: took, SlowCall: time.Duration(b.slowCall.Load())}
 }
 
 // trip opens the closed breaker of generation gen because of a call with

@@ -55,6 +55,19 @@ type Config struct {
 	// Zero turns it off, and the clock is then not read for the call;
 	// negative fails Register.
 	SlowCall time.Duration
+	// DryRun makes the breaker decline no call: it counts, trips, opens,
+	// probes, recovers, publishes its events and its metrics as usual,
+	// but a call it would have declined (while open, while another call
+	// probes, or forced open) is let through and counted in
+	// Stats.WouldDecline instead of Stats.Declined. So a team can watch,
+	// on its own traffic, what the breaker would do before it lets it
+	// act. In half-open the first call is still the probe, whose outcome
+	// closes or re-opens the breaker; the outcomes of the calls let
+	// through while it is not closed change nothing. A shared breaker in
+	// a dry run reports to its store and follows it as usual: it is one
+	// member of the fleet, which decides for the others. Reconfigure may
+	// turn it on or off; it costs nothing to a call the breaker admits.
+	DryRun bool
 	// TimeCalls keeps a histogram of the durations of the calls released
 	// through the breaker (Stats.Durations), for the metrics adapters. It
 	// costs two reads of the manager's clock per call (see the benchmarks);

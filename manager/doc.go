@@ -35,6 +35,24 @@
 // The manager keeps one heap of deadlines and one clock timer for all its
 // breakers, and handles every deadline that is due each time it wakes up.
 //
+// # Why a breaker opened
+//
+// The event of a transition to open carries the error of the call that
+// opened it (Event.Err); so do the *breaker.OpenError of every call
+// declined until the breaker closes (its Cause) and Stats.Cause. A breaker
+// shared through a store says so in every process of the fleet: the
+// opener's process name (Options.Name) and its error's text travel with
+// the opening, and the other processes get a *breaker.OpenedError,
+// "opened by web-7: dial tcp ...: connection refused", and
+// Stats.OpenedBy.
+//
+// # A dry run
+//
+// A breaker registered with Config.DryRun decides, opens, probes and
+// reports as usual, but declines no call: what it would have declined is
+// let through and counted in Stats.WouldDecline, so a team can see what a
+// breaker would do on its own traffic before it lets it act.
+//
 // # Testing
 //
 // Pass a mock clock, advance it, and call Sync: afterwards every timer that

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // A probe's verdict from an epoch the fleet has left changes nothing: here
@@ -45,7 +46,7 @@ func TestSharedMissedCloseIsLearnt(t *testing.T) {
 	ok, _, err := mem.AcquireProbe(context.Background(), "svc", "elsewhere", st[0].Epoch, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, applied, err := mem.Resolve(context.Background(), "svc", "elsewhere", st[0].Epoch, classify.Success, 0)
+	_, applied, err := mem.Resolve(context.Background(), "svc", "elsewhere", st[0].Epoch, classify.Success, 0, store.Reason{})
 	require.NoError(t, err)
 	require.True(t, applied)
 	mock.Add(5 * time.Second) // a resync

@@ -1,6 +1,25 @@
 package manager
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SlowCallError is why a breaker opened when the call that opened it
+// returned no error but took at least Config.SlowCall: the Err of the
+// event of its opening (Event.Err), the Cause of the calls declined
+// meanwhile (breaker.OpenError.Cause) and Stats.Cause.
+type SlowCallError struct {
+	// Took is how long the call took; SlowCall is Config.SlowCall.
+	Took, SlowCall time.Duration
+}
+
+// Error returns, for example, "fusebox: slow call: took 1.2s, at least
+// Config.SlowCall (800ms)".
+func (e *SlowCallError) Error() string {
+	return fmt.Sprintf("fusebox: slow call: took %v, at least Config.SlowCall (%v)", e.Took, e.SlowCall)
+}
 
 // ErrStopped is returned by Acquire, Do, Call and Register once the manager
 // has stopped, because Stop was called or because its callbacks panicked too

@@ -77,6 +77,14 @@ type Event struct {
 	// dropped. An event of another kind carries the generation of the
 	// breaker's transition before it.
 	Gen uint64
+	// Err, for a transition to open by a trip or a failed probe, is the
+	// error of the call that caused it, when that call was released with
+	// one (Permit.Release, Do, Call). For a shared breaker that another
+	// process opened, it is a *breaker.OpenedError: that process's name
+	// (Options.Name) and its error's text, as the store carried them. Nil
+	// otherwise. It is the Cause of the *breaker.OpenError the calls
+	// declined in the open period get.
+	Err error
 	// Missed is how many events of the same breaker this subscription lost
 	// to a full buffer since the breaker's previous event it delivered:
 	// they happened between that event and this one. Zero when none was
@@ -196,6 +204,9 @@ func (m *Manager) emitKind(b *Breaker, s machine.Step, k EventKind, until time.T
 		ev.Transition = breaker.Transition{}
 	} else if s.To == breaker.Open || s.To == breaker.Probing {
 		ev.Until = until
+		if s.To == breaker.Open {
+			ev.Err = s.Err
+		}
 	}
 	m.publish(b, ev)
 }

@@ -260,7 +260,13 @@ func checkFleet(fatalf func(string, ...any), mod *fleetModel, mem *store.Memory,
 	}
 	open, probe := f.remaining(now)
 	want := store.Status{Epoch: f.epoch, Open: open, Probe: probe, Forced: f.forced && f.opened()}
-	if sts[0] != want {
+	got := sts[0]
+	if got.Opened() && !got.Forced && got.Reason.By == "" {
+		// Every opening a manager makes names it.
+		fatalf("the store: an opening without its opener: %+v (the fleet is %s)", got, mod.fleetName())
+	}
+	got.Reason = store.Reason{}
+	if got != want {
 		fatalf("the store:\n got  %+v\n want %+v (the fleet is %s)", sts[0], want, mod.fleetName())
 	}
 

@@ -66,6 +66,19 @@ type Options struct {
 	// hangs. Zero means 500ms; a value below 1ms is logged and raised to
 	// it.
 	StoreTimeout time.Duration
+	// Name names this process in a fleet sharing breakers through a
+	// store (Config.Store): the store records it as the reporter of the
+	// failures a quorum counts (Config.Quorum), as the holder of a probe
+	// lease, and as the opener of a breaker, with the error that opened
+	// it; the dashboard and the fusebox command line show it. Give each
+	// process of a fleet a name of its own, such as its host or pod name.
+	// The zero value means the host name and the process id, such as
+	// "web-7-1234" (with "-2", "-3", ... after it for a second, third, ...
+	// manager of the process). A name longer than 128 bytes, not valid
+	// UTF-8, or holding a space or a character that is not printable is
+	// logged, and every Register of a shared breaker fails with an error
+	// that names the field; breakers that are not shared do not use it.
+	Name string
 	// Resync is how often the manager reads the shared state of every
 	// shared breaker from its store, to catch changes it missed and to
 	// notice that an unreachable store answers again. Zero means one
@@ -117,7 +130,8 @@ type registerReq struct {
 // may be called from a callback the manager itself runs (Recover.Init and
 // Recover.Timeout).
 type Manager struct {
-	id          string // names the manager's process to stores, for a quorum
+	name        string // Options.Name: names the process to stores
+	nameErr     error  // why Options.Name is refused, or nil
 	clk         clock.Clock
 	epoch       time.Time // clk.Now() at the start: timed calls count from it
 	log         *slog.Logger
@@ -173,7 +187,7 @@ func Start(opts Options) *Manager {
 // test can own the loop.
 func newManager(opts Options) *Manager {
 	m := &Manager{
-		id:            newToken(),
+		name:          opts.Name,
 		clk:           opts.Clock,
 		log:           opts.Logger,
 		maxRestarts:   opts.MaxRestarts,
@@ -217,6 +231,11 @@ func newManager(opts Options) *Manager {
 	if m.watchdogAfter <= 0 {
 		m.watchdogAfter = defaultWatchdog
 	}
+	if m.name == "" {
+		m.name = defaultProcessName()
+	} else if m.nameErr = checkProcessName(m.name); m.nameErr != nil {
+		m.logError("fusebox: Options.Name is refused; shared breakers cannot register", "error", m.nameErr)
+	}
 	m.stores.init(m, opts)
 	return m
 }
@@ -247,6 +266,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	b := &Breaker{mgr: m, rec: cfg.Recover, truth: theLocal}
 	b.setClassifier(cfg.Classify, custom == nil)
 	b.setTiming(cfg)
+	b.dryRun.Store(cfg.DryRun)
 	var sh *shared
 	if cfg.Store != nil {
 		if sh, err = newShared(b, name, cfg); err != nil {

@@ -137,6 +137,7 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 		// A new length may end it before the tick armed for the old.
 		m.slowStartTicks(b, s.Gen, now)
 	}
+	b.dryRun.Store(cfg.DryRun)
 	if req.apply != nil {
 		req.apply()
 	}
@@ -147,6 +148,6 @@ func (m *Manager) reconfigure(req reconfigureReq) {
 	}
 	m.logInfo("fusebox: breaker reconfigured", "breaker", name,
 		"strategy", fmt.Sprintf("%T%+v", cfg.Strategy, cfg.Strategy), "recover", fmt.Sprintf("%T", cfg.Recover),
-		"fresh_window", fresh, "new_recover", newRecover)
+		"fresh_window", fresh, "new_recover", newRecover, "dry_run", cfg.DryRun)
 	req.reply <- nil
 }

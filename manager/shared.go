@@ -92,7 +92,10 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
-	p.Quorum, p.Reporter = cfg.Quorum, b.mgr.id
+	if err := b.mgr.nameErr; err != nil {
+		return nil, registerFailed(name, err)
+	}
+	p.Quorum, p.Reporter = cfg.Quorum, b.mgr.name
 	if err := guardStore(cfg.Store, func() error { return cfg.Store.Check(name) }); err != nil {
 		return nil, registerError(name, "Store", err)
 	}
@@ -369,10 +372,36 @@ func (r successReport) handle() {
 	sh.loopStep(fleet.Recorded{Gen: r.gen, Verdict: r.v, Err: r.err, At: r.at})
 }
 
-func newToken() string {
-	var b [12]byte
+// openedError is the cause of an opening another process made, for r,
+// what the store says of it: nil for none.
+func openedError(r store.Reason) error {
+	if r == (store.Reason{}) {
+		return nil
+	}
+	return &breaker.OpenedError{By: r.By, Text: r.Why}
+}
+
+// reason is who opened the breaker and why, for the store: this process,
+// and the error of the call that opened it here, unless the breaker
+// follows an opening of another process's.
+func (sh *shared) reason() store.Reason {
+	var cause error
+	if e := sh.b.mach.Snapshot().Err; e != nil {
+		cause = e.Cause
+	}
+	if o, ok := cause.(*breaker.OpenedError); ok {
+		return store.Reason{By: o.By, Why: o.Text}
+	}
+	return store.ReasonOf(sh.b.mgr.name, cause)
+}
+
+// newToken returns a probe lease's token: the process's name, which
+// the store shows as the lease's holder, and a random part, which keeps
+// every lease's token its own.
+func (m *Manager) newToken() string {
+	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return m.name + "/" + hex.EncodeToString(b[:])
 }
 
 // acquire is Acquire in half_open: the caller that wins the local probe
@@ -384,7 +413,7 @@ func newToken() string {
 // process's.
 func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	now := b.mgr.clk.Now()
-	token := newToken()
+	token := b.mgr.newToken()
 	sh.mu.Lock()
 	t, step, oerr := b.mach.Acquire(now)
 	won := oerr == nil && t.Gen != 0 && step.Gen != 0
@@ -397,8 +426,7 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	call, asks := a.Call.(fleet.AcquireCall)
 	switch {
 	case oerr != nil:
-		b.stats.Add(statDeclined)
-		return Permit{}, oerr
+		return b.decline(oerr)
 	case t.Gen == 0:
 		return b.halted(b.mach.Snapshot())
 	case step.Gen == 0:
@@ -471,7 +499,7 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 	serr := sh.call(func(ctx context.Context) (err error) {
 		// A success starts the fleet's slow start, of this process's
 		// length; the store counts it down for every process.
-		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, b.mach.SlowStart())
+		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, b.mach.SlowStart(), store.Reason{})
 		return err
 	})
 	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: at}, err)
@@ -520,6 +548,9 @@ func (sh *shared) link(st Stats) Stats {
 	h := sh.hints.Load()
 	st.Shared, st.StoreDown, st.StoreErrors = true, h.Down, sh.errors.Load()
 	st.Processes = h.Processes
+	if st.OpenedBy == "" && !st.Forced && st.State != breaker.Closed && st.State != breaker.Halted {
+		st.OpenedBy = sh.b.mgr.name
+	}
 	return st
 }
 

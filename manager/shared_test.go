@@ -57,12 +57,12 @@ func (w *watched) RecordSuccess(ctx context.Context, name string, p store.Policy
 	return w.Store.RecordSuccess(ctx, name, p, n)
 }
 
-func (w *watched) Open(ctx context.Context, name string, epoch uint64, d time.Duration) (store.Status, bool, error) {
+func (w *watched) Open(ctx context.Context, name string, epoch uint64, d time.Duration, why store.Reason) (store.Status, bool, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
 		return store.Status{}, false, errCut
 	}
-	return w.Store.Open(ctx, name, epoch, d)
+	return w.Store.Open(ctx, name, epoch, d, why)
 }
 
 func (w *watched) AcquireProbe(ctx context.Context, name, token string, epoch uint64, lease time.Duration) (bool, store.Status, error) {
@@ -73,12 +73,12 @@ func (w *watched) AcquireProbe(ctx context.Context, name, token string, epoch ui
 	return w.Store.AcquireProbe(ctx, name, token, epoch, lease)
 }
 
-func (w *watched) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, d time.Duration) (store.Status, bool, error) {
+func (w *watched) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, d time.Duration, why store.Reason) (store.Status, bool, error) {
 	w.calls.Add(1)
 	if w.cut.Load() {
 		return store.Status{}, false, errCut
 	}
-	return w.Store.Resolve(ctx, name, token, epoch, o, d)
+	return w.Store.Resolve(ctx, name, token, epoch, o, d, why)
 }
 
 func (w *watched) Reset(ctx context.Context, name string) (store.Status, error) {

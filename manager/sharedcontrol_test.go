@@ -185,9 +185,9 @@ func (p *panicking) RecordFailure(ctx context.Context, name string, pol store.Po
 	return p.Store.RecordFailure(ctx, name, pol, failures, n)
 }
 
-func (p *panicking) Open(ctx context.Context, name string, epoch uint64, d time.Duration) (store.Status, bool, error) {
+func (p *panicking) Open(ctx context.Context, name string, epoch uint64, d time.Duration, why store.Reason) (store.Status, bool, error) {
 	p.boom()
-	return p.Store.Open(ctx, name, epoch, d)
+	return p.Store.Open(ctx, name, epoch, d, why)
 }
 
 func (p *panicking) Status(ctx context.Context, names []string) ([]store.Status, error) {

@@ -70,13 +70,15 @@ func (sh *shared) effects(list []fleet.Effect) {
 				sh.step(fleet.LeaseDecided{Lease: d}, nil)
 			}
 		case fleet.OpenCall:
+			why := sh.reason()
 			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-				st, won, err := sh.st.Open(ctx, name, e.Epoch, max(e.Until.Sub(at), 0))
+				st, won, err := sh.st.Open(ctx, name, e.Epoch, max(e.Until.Sub(at), 0), why)
 				return decidedMsg{sh: sh, d: fleet.Decided{Won: won, Status: st, Err: err, At: at}}
 			})
 		case fleet.ReopenCall:
+			why := sh.reason()
 			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
-				st, applied, err := sh.st.Resolve(ctx, name, e.Lease.Token, e.Lease.Epoch, classify.Failure, e.Reopen)
+				st, applied, err := sh.st.Resolve(ctx, name, e.Lease.Token, e.Lease.Epoch, classify.Failure, e.Reopen, why)
 				return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: at}}
 			})
 		case fleet.ForceCall:

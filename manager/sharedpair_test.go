@@ -65,13 +65,13 @@ func (s *heldStore) AcquireProbe(ctx context.Context, name, token string, epoch 
 	return s.Store.AcquireProbe(ctx, name, token, epoch, lease)
 }
 
-func (s *heldStore) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, d time.Duration) (store.Status, bool, error) {
+func (s *heldStore) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, d time.Duration, why store.Reason) (store.Status, bool, error) {
 	if s.holdResolve.CompareAndSwap(true, false) {
 		close(s.resolving)
 		<-s.letResolve
 		defer close(s.resolved)
 	}
-	return s.Store.Resolve(ctx, name, token, epoch, o, d)
+	return s.Store.Resolve(ctx, name, token, epoch, o, d, why)
 }
 
 func (s *heldStore) Status(ctx context.Context, names []string) ([]store.Status, error) {

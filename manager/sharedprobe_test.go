@@ -101,8 +101,8 @@ type resolveThenSync struct {
 	after func()
 }
 
-func (r *resolveThenSync) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (store.Status, bool, error) {
-	st, applied, err := r.Memory.Resolve(ctx, name, token, epoch, o, reopen)
+func (r *resolveThenSync) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration, why store.Reason) (store.Status, bool, error) {
+	st, applied, err := r.Memory.Resolve(ctx, name, token, epoch, o, reopen, why)
 	if r.after != nil {
 		r.after()
 	}

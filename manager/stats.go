@@ -5,6 +5,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/internal/machine"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 // Stats are a breaker's counters and state at one moment. The counters
@@ -34,6 +35,14 @@ type Stats struct {
 	// SlowStartUntil, while a slow start runs, is when it ends: when
 	// Admitted reaches 1. It is zero otherwise.
 	SlowStartUntil time.Time
+	// Cause and OpenedBy say why the breaker is open, half-open or
+	// probing (Event.Err of the opening): Cause is the text of the error
+	// of the call that opened it, on one line and at most 200 bytes;
+	// OpenedBy, for a shared breaker, the name of the process that opened
+	// it (Options.Name: this process's own for an opening it made). Both
+	// are empty while the breaker is closed or forced open; Cause is
+	// empty too when that call returned no error.
+	Cause, OpenedBy string
 
 	// Calls is every call that asked for a permit and has finished: the
 	// sum of Successes, Failures, Ignored and Declined. Calls still in
@@ -45,6 +54,14 @@ type Stats struct {
 	// Declined counts calls refused by an open or probing breaker, and by
 	// a slow start.
 	Declined uint64
+	// DryRun is set while the breaker is in a dry run (Config.DryRun).
+	DryRun bool
+	// WouldDecline counts, for a breaker in a dry run (Config.DryRun),
+	// the calls it let through that it would have declined: what
+	// Declined would have counted. They are not in Declined; their
+	// outcomes count in Successes, Failures and Ignored, and change
+	// nothing else.
+	WouldDecline uint64
 	// Stale counts releases of permits granted before the breaker last
 	// changed state; they changed nothing but these counters.
 	Stale uint64
@@ -113,10 +130,21 @@ func (b *Breaker) Stats() Stats {
 		Failures:      b.stats.Load(statFailure),
 		Ignored:       b.stats.Load(statIgnore),
 		Declined:      b.stats.Load(statDeclined),
+		WouldDecline:  b.stats.Load(statWouldDecline),
+		DryRun:        b.dryRun.Load(),
 		Stale:         b.stats.Load(statStale),
 		SlowCalls:     b.stats.Load(statSlow),
 		Unprotected:   b.stats.Load(statUnprotected),
 		DroppedEvents: b.dropped.Load(),
+	}
+	if s.Err != nil && !s.Forced {
+		switch c := s.Err.Cause.(type) {
+		case nil:
+		case *breaker.OpenedError:
+			st.OpenedBy, st.Cause = c.By, c.Text
+		default:
+			st.Cause = store.OneLine(c.Error(), store.MaxWhy)
+		}
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined
 	st.Admitted, st.SlowStartUntil = b.admitted(s)

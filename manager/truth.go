@@ -52,8 +52,7 @@ func (*local) acquire(b *Breaker, _ context.Context) (Permit, error) {
 	t, step, oerr := b.mach.Acquire(b.mgr.clk.Now())
 	switch {
 	case oerr != nil:
-		b.stats.Add(statDeclined)
-		return Permit{}, oerr
+		return b.decline(oerr)
 	case t.Gen == 0:
 		return b.halted(b.mach.Snapshot())
 	}

@@ -57,9 +57,11 @@ type Context struct {
 	At time.Time
 	// Err is the error of the call that opened the breaker, when that call
 	// was released in this process with an error (Permit.Release(err), or
-	// Do and Call returning one). It is nil for {half_open, probing}, for a
-	// call released with an outcome only or with a nil error, and for an
-	// opening decided by another process that shares the breaker. A policy
+	// Do and Call returning one), or a *manager.SlowCallError for a call
+	// that returned none but took at least the breaker's Config.SlowCall.
+	// It is nil for {half_open, probing}, for a call released with an
+	// outcome only or with a nil error, and for an opening decided by
+	// another process that shares the breaker. A policy
 	// may read a hint the error carries, such as how long the service asked
 	// to be left alone (see WithHints and Hint); it must not keep the error
 	// beyond the call.

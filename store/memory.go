@@ -32,6 +32,7 @@ type memBreaker struct {
 	probe      string
 	probeTo    time.Time
 	forced     bool                // forced open until a Reset
+	why        Reason              // of the opened epoch; zero otherwise
 	buckets    map[int64]*[2]int64 // bucket index -> calls, failures
 	// reporters are what each process reported, for a quorum: its
 	// failures in the run, or its calls and failures in the window.
@@ -75,7 +76,11 @@ func (b *memBreaker) status(now time.Time) Status {
 		return Status{Epoch: b.epoch, Probe: remaining(b.probeTo, now), SlowStart: remaining(b.openTo, now)}
 	}
 	forced := b.forced
-	return Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now), Forced: forced}
+	st := Status{Epoch: b.epoch, Open: remaining(b.openTo, now), Probe: remaining(b.probeTo, now), Forced: forced}
+	if !forced {
+		st.Reason = b.why
+	}
+	return st
 }
 
 // window adds failures to the current bucket of p, and successes by age
@@ -206,7 +211,7 @@ func (b *memBreaker) report(p Policy, now time.Time, calls, failures int64, v *V
 }
 
 // Open implements Store.
-func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period time.Duration) (Status, bool, error) {
+func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period time.Duration, why Reason) (Status, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Status{}, false, err
 	}
@@ -220,7 +225,8 @@ func (m *Memory) Open(ctx context.Context, name string, epoch uint64, period tim
 	b.epoch = epoch + 1
 	b.openTo = now.Add(period)
 	b.probe, b.probeTo, b.forced = "", time.Time{}, false
-	m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: period})
+	b.why = why.clean()
+	m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: period, Reason: b.why})
 	return b.status(now), true, nil
 }
 
@@ -238,6 +244,7 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uin
 		// fleet off for one lease, so that a probe in flight from before
 		// the loss ends before another starts.
 		b.epoch, b.openTo, b.probe, b.probeTo, b.forced = epoch, now.Add(lease), "", time.Time{}, false
+		b.why = Reason{}
 		return false, b.status(now), nil
 	}
 	st := b.status(now)
@@ -249,7 +256,7 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uin
 }
 
 // Resolve implements Store.
-func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (Status, bool, error) {
+func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration, why Reason) (Status, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Status{}, false, err
 	}
@@ -264,15 +271,15 @@ func (m *Memory) Resolve(ctx context.Context, name, token string, epoch uint64, 
 	switch o {
 	case classify.Success:
 		b.epoch++
-		b.openTo, b.failures, b.buckets, b.reporters = time.Time{}, 0, nil, nil
+		b.openTo, b.failures, b.buckets, b.reporters, b.why = time.Time{}, 0, nil, nil, Reason{}
 		if reopen > 0 {
 			b.openTo = now.Add(reopen) // the fleet's slow start
 		}
 		m.publish(Change{Name: name, Kind: Closed, Epoch: b.epoch, SlowStart: max(reopen, 0)})
 	case classify.Failure:
 		b.epoch += 2
-		b.openTo = now.Add(reopen)
-		m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: reopen})
+		b.openTo, b.why = now.Add(reopen), why.clean()
+		m.publish(Change{Name: name, Kind: Opened, Epoch: b.epoch, Open: reopen, Reason: b.why})
 	default:
 		m.publish(Change{Name: name, Kind: Released, Epoch: b.epoch})
 	}
@@ -290,6 +297,7 @@ func (m *Memory) Reset(ctx context.Context, name string) (Status, error) {
 	b := m.entry(name)
 	b.epoch += 2 - b.epoch%2
 	b.openTo, b.probe, b.probeTo, b.failures, b.buckets, b.forced, b.reporters = time.Time{}, "", time.Time{}, 0, nil, false, nil
+	b.why = Reason{}
 	m.publish(Change{Name: name, Kind: Reset, Epoch: b.epoch})
 	return b.status(now), nil
 }
@@ -307,7 +315,7 @@ func (m *Memory) ForceOpen(ctx context.Context, name string) (Status, error) {
 		return b.status(now), nil
 	}
 	b.epoch += 1 + b.epoch%2
-	b.openTo, b.probe, b.probeTo, b.forced = time.Time{}, "", time.Time{}, true
+	b.openTo, b.probe, b.probeTo, b.forced, b.why = time.Time{}, "", time.Time{}, true, Reason{}
 	m.publish(Change{Name: name, Kind: Forced, Epoch: b.epoch})
 	return b.status(now), nil
 }

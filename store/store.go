@@ -31,7 +31,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/rule"
@@ -63,7 +66,9 @@ type Store interface {
 	// epoch above the store's (the store lost its data) is adopted. A
 	// period of zero (the opener's own period ended before its opening
 	// reached the store) opens the epoch with its period already over.
-	Open(ctx context.Context, name string, epoch uint64, period time.Duration) (Status, bool, error)
+	// The store keeps why, who opened the breaker and why, with the
+	// opening (Status.Reason, Change.Reason) until the epoch ends.
+	Open(ctx context.Context, name string, epoch uint64, period time.Duration, why Reason) (Status, bool, error)
 	// AcquireProbe takes the probe lease of the breaker for token, for
 	// lease long, if the breaker is in the opened epoch epoch, its open
 	// period is over and no process holds the lease; otherwise it returns
@@ -78,10 +83,11 @@ type Store interface {
 	// the counts go) and starts the fleet's slow start, reopen long
 	// (manager.Config.SlowStart of the process that probed; zero: none),
 	// which Status.SlowStart and the Closed change then count down;
-	// Failure opens it again for reopen; Ignore gives the lease back. It
-	// reports whether it applied the verdict, and the status after the
-	// call; a stale verdict changes nothing.
-	Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (Status, bool, error)
+	// Failure opens it again for reopen, with why as the opening's
+	// Reason; Ignore gives the lease back. It reports whether it applied
+	// the verdict, and the status after the call; a stale verdict changes
+	// nothing.
+	Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration, why Reason) (Status, bool, error)
 	// Reset closes the breaker for every process, whatever its state: the
 	// open marker, the probe lease, the counts and a slow start go, and the epoch moves
 	// to the next closed one (from a closed epoch too, so that a trip
@@ -249,6 +255,92 @@ type Status struct {
 	// period, as a duration the store counts down, never as an instant of
 	// one process's clock.
 	SlowStart time.Duration
+	// Reason is who opened the breaker and why, as the opener told Open
+	// (or Resolve, for a failed probe), for the whole opened epoch: open,
+	// half-open and probing. Zero while closed and while forced open.
+	Reason Reason
+}
+
+// MaxWhy is the longest Reason.Why a store keeps, in bytes.
+const MaxWhy = 200
+
+// Reason says which process opened a breaker and why: its name
+// (manager.Options.Name) and the error of the call that opened it. It
+// travels with the opening through the store, so that every process of
+// the fleet can say why a breaker it did not open is open.
+type Reason struct {
+	// By is the opener's process name.
+	By string
+	// Why is the text of the error of the call that opened the breaker
+	// (the call that tripped it, or the probe that failed), on one line
+	// and at most MaxWhy bytes (see ReasonOf); empty if that call
+	// returned no error (a slow call, or an outcome reported without
+	// one).
+	Why string
+}
+
+// ReasonOf returns the Reason of an opening by process by because of a
+// call that returned err (nil: none): err's text on one line, every
+// control character a space, cut to MaxWhy bytes at a character boundary,
+// with "..." at the end of a cut text.
+func ReasonOf(by string, err error) Reason {
+	r := Reason{By: by}
+	if err != nil {
+		r.Why = OneLine(err.Error(), MaxWhy)
+	}
+	return r
+}
+
+// OneLine returns s on one line, every control character (a newline, a
+// tab, an invalid byte) a space, cut to at most limit bytes at a character
+// boundary, with "..." at the end of a cut text. Stores keep a
+// Reason.Why they are given so, whoever made it.
+func OneLine(s string, limit int) string {
+	if len(s) <= limit && !strings.ContainsFunc(s, control) {
+		return s
+	}
+	s = strings.Map(func(r rune) rune {
+		if control(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) <= limit {
+		return s
+	}
+	dots := "..."
+	if limit < len(dots) {
+		dots = ""
+	}
+	n := limit - len(dots)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)] + dots
+}
+
+// control reports whether r is a control character, or stands for an
+// invalid byte.
+func control(r rune) bool { return r == utf8.RuneError || unicode.IsControl(r) }
+
+// clean returns r as a store keeps it: each field on one line, By at most
+// MaxWhy bytes too.
+func (r Reason) clean() Reason {
+	return Reason{By: OneLine(r.By, MaxWhy), Why: OneLine(r.Why, MaxWhy)}
+}
+
+// String returns "opened by web-7: dial tcp ...: connection refused", or
+// "opened by web-7" without a Why; "" for the zero Reason.
+func (r Reason) String() string {
+	switch {
+	case r.By == "" && r.Why == "":
+		return ""
+	case r.Why == "":
+		return "opened by " + r.By
+	case r.By == "":
+		return "opened: " + r.Why
+	}
+	return "opened by " + r.By + ": " + r.Why
 }
 
 // Opened reports whether the status's epoch is one of an opened breaker.
@@ -299,6 +391,8 @@ type Change struct {
 	// SlowStart is the slow start a Closed change began (see
 	// Status.SlowStart); zero for none.
 	SlowStart time.Duration
+	// Reason is who opened the breaker and why, for an Opened change.
+	Reason Reason
 }
 
 // Fallback says what a shared breaker does while its store cannot be

@@ -22,7 +22,7 @@
   const STATES = ['closed', 'open', 'half_open', 'probing'];
   const OUTCOMES = ['', 'success', 'failure', 'ignore'];
   const RANK = { open: 0, probing: 1, half_open: 2, closed: 3 };
-  const CARD_H = 296; // px, every card the same height: the list renders only what is on screen
+  const CARD_H = 316; // px, every card the same height: the list renders only what is on screen
   const GAP = 14;
   const MIN_W = 360;
   const WINDOW = 10 * 60 * 1000; // every timeline spans the last 10 minutes
@@ -36,6 +36,7 @@
     ['stale', 'stale', 'Releases of permits granted before the breaker last changed state'],
     ['dropped_events', 'dropped', 'Events of this breaker that a subscriber of the manager lost to a full buffer'],
     ['missed_transitions', 'missed', 'Transitions this page did not see because its event buffer was full'],
+    ['would_decline', 'would decline', 'Calls a breaker in a dry run let through that it would have declined'],
   ];
 
   const byId = new Map(); // id -> breaker
@@ -71,8 +72,9 @@
   // apply takes one record of the stream: [id, state, since, until, flags,
   // calls, successes, failures, ignored, declined, stale, dropped, missed,
   // slow, calls per 100 s, failures per thousand, processes in the fleet's
-  // count, [new transitions], share admitted, end of the slow start], times
-  // in ms from the message's now.
+  // count, calls a dry run would have declined, why it opened,
+  // [new transitions], share admitted, end of the slow start], times in ms
+  // from the message's now.
   function apply(r, now) {
     const b = byId.get(r[0]);
     if (!b) return false;
@@ -83,16 +85,19 @@
     b.until = r[3] === null ? 0 : now + r[3];
     b.forced = (r[4] & 1) !== 0;
     b.storeDown = (r[4] & 4) !== 0;
+    b.dryRun = (r[4] & 8) !== 0;
     b.calls = r[5]; b.successes = r[6]; b.failures = r[7]; b.ignored = r[8];
     b.declined = r[9]; b.stale = r[10]; b.dropped_events = r[11]; b.missed_transitions = r[12];
     b.slow = r[13]; b.callRate = r[14] / 100; b.failureRate = r[15] / 1000;
     b.processes = r[16];
-    for (const t of r[17]) {
-      b.transitions.push({ from: STATES[t[0]], to: STATES[t[1]], at: now + t[2], cause: t[3], outcome: OUTCOMES[t[4]] || '' });
+    b.would_decline = r[17];
+    b.why = r[18];
+    for (const t of r[19]) {
+      b.transitions.push({ from: STATES[t[0]], to: STATES[t[1]], at: now + t[2], cause: t[3], outcome: OUTCOMES[t[4]] || '', err: t[5] || '' });
     }
     if (b.transitions.length > history) b.transitions.splice(0, b.transitions.length - history);
-    b.admitted = r[18] || 0;
-    b.slowStartUntil = r[19] === null || r[19] === undefined ? 0 : now + r[19];
+    b.admitted = r[20] || 0;
+    b.slowStartUntil = r[21] === null || r[21] === undefined ? 0 : now + r[21];
     return moved;
   }
 
@@ -102,6 +107,7 @@
       actions = msg.actions;
       history = msg.history || history;
       if (msg.title) document.getElementById('title').textContent = msg.title;
+      if (msg.process) document.getElementById('process').textContent = msg.process;
     }
     offset = msg.now - Date.now();
     lastNow = msg.now;
@@ -211,8 +217,11 @@
     c.nameEl = el('h2', 'name');
     c.pill = el('span', 'pill state');
     c.forced = el('span', 'pill forced', 'forced');
-    head.append(c.nameEl, c.pill, c.forced);
+    c.dry = el('span', 'pill dry', 'dry run');
+    c.dry.title = 'Declines no call: what it would have declined is let through and counted';
+    head.append(c.nameEl, c.pill, c.dry, c.forced);
     c.since = el('p', 'since');
+    c.why = el('p', 'why');
     c.rates = el('p', 'rates');
     const dl = el('dl', 'counters');
     c.counters = {};
@@ -231,7 +240,7 @@
     const axis = el('div', 'axis');
     axis.append(el('span', '', span(WINDOW) + ' ago'), el('span', '', 'now'));
     c.log = el('ol', 'log');
-    c.root.append(head, c.since, c.rates, dl, c.more, c.bar, axis, c.log);
+    c.root.append(head, c.since, c.why, c.rates, dl, c.more, c.bar, axis, c.log);
     return c;
   }
 
@@ -274,6 +283,12 @@
     c.pill.className = 'pill state ' + b.state;
     c.pill.textContent = stateLabel(b.state);
     c.forced.hidden = !b.forced;
+    c.dry.hidden = !b.dryRun;
+    // Why it opened: the error of the call that opened it, and who, in a
+    // fleet; the whole text in the tooltip, the card cuts it to a line.
+    c.why.textContent = b.why || '';
+    c.why.title = b.why || '';
+    c.why.hidden = !b.why;
     let since = stateLabel(b.state) + ' for ' + span(now - b.since);
     if (b.forced) since += ' \u00b7 forced open until reset';
     else if (b.until && b.state === 'open') since += ' \u00b7 probe allowed in ' + span(b.until - now);
@@ -335,6 +350,7 @@
       li.append(el('span', 'when', span(now - r.at) + ' ago'), el('span', 'st ' + r.from, stateLabel(r.from)),
         el('span', 'arrow', '\u2192'), el('span', 'st ' + r.to, stateLabel(r.to)),
         el('span', 'cause', r.cause.replace('_', ' ') + (r.outcome ? ' \u00b7 ' + r.outcome : '')));
+      if (r.err) li.title = r.err;
       items.push(li);
     }
     if (items.length === 0) items.push(el('li', 'none', 'no transitions since the dashboard started'));

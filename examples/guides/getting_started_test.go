@@ -102,9 +102,29 @@ func gsWatch(m *manager.Manager, b *manager.Breaker) (unsubscribe func()) {
 	go func() {
 		for ev := range events {
 			log.Printf("breaker %s: %v (%v)", ev.Name, ev.Transition, ev.Cause)
+			if ev.Err != nil {
+				log.Printf("breaker %s opened because: %v", ev.Name, ev.Err)
+			}
 		}
 	}()
 	return unsubscribe
+}
+
+func gsDryRun(m *manager.Manager) (*manager.Breaker, manager.Config, error) {
+	cfg := manager.Config{
+		Strategy: breaker.Consecutive{Failures: 5},
+		DryRun:   true, // watch first: it declines no call
+	}
+	b, err := m.Register("payments", cfg)
+	return b, cfg, err
+}
+
+func gsDryRunOff(b *manager.Breaker, cfg manager.Config) error {
+	cfg.DryRun = false
+	if err := b.Reconfigure(cfg); err != nil {
+		return err
+	}
+	return nil
 }
 
 func gsByHand(b *manager.Breaker) error {
@@ -299,6 +319,46 @@ func TestGettingStartedWatch(t *testing.T) {
 	// subscription ended too; wait for it, within a bound.
 	assert.Eventually(t, func() bool { return len(logged.get()) >= len(want) }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, want, logged.get())
+}
+
+// The event of an opening says why it opened.
+func TestGettingStartedWatchWhy(t *testing.T) {
+	logged := captureLog(t)
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	b, err := m.Register("payments", manager.Config{Strategy: breaker.Consecutive{Failures: 2}})
+	require.NoError(t, err)
+	unsubscribe := gsWatch(m, b)
+	for range 2 {
+		_ = b.Do(context.Background(), func(context.Context) error { return errors.New("dial tcp: connection refused") })
+	}
+	m.Sync()
+	unsubscribe()
+	want := []string{
+		"payments is closed: 0 calls, 0 declined",
+		"breaker payments: closed->open (trip)",
+		"breaker payments opened because: dial tcp: connection refused",
+	}
+	assert.Eventually(t, func() bool { return len(logged.get()) >= len(want) }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, want, logged.get())
+}
+
+// A dry run opens and declines nothing; turned off, it declines.
+func TestGettingStartedDryRun(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	b, cfg, err := gsDryRun(m)
+	require.NoError(t, err)
+	fail := func(context.Context) error { return errors.New("boom") }
+	for range 8 {
+		assert.NotErrorIs(t, b.Do(context.Background(), fail), breaker.ErrOpen, "a dry run declines no call")
+	}
+	m.Sync()
+	st := b.Stats()
+	assert.Equal(t, breaker.Open, st.State, "it opened on the fifth failure")
+	assert.Equal(t, uint64(3), st.WouldDecline)
+	require.NoError(t, gsDryRunOff(b, cfg))
+	assert.ErrorIs(t, b.Do(context.Background(), fail), breaker.ErrOpen, "out of the dry run, it declines")
 }
 
 // TestGettingStartedConfig checks the configurations and the error message

@@ -326,6 +326,9 @@ type Move struct {
 	Hold   time.Duration
 
 	SlowUntil time.Time // to closed: the end of the fleet's slow start (Mirror.SlowUntil)
+	// Reason is who opened the breaker and why, for a move into an
+	// opened epoch, as the store said.
+	Reason store.Reason
 }
 
 // Hold ends the timer of the machine's generation Gen without a
@@ -981,7 +984,11 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	if !next.Until.IsZero() {
 		hold = next.Until.Sub(now)
 	}
-	a.Change = Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold, SlowUntil: next.SlowUntil}
+	mv := Move{Gen: v.Gen, State: next.State, Until: next.Until, Forced: next.Forced, Hold: hold, SlowUntil: next.SlowUntil}
+	if h.Status.Opened() {
+		mv.Reason = h.Status.Reason
+	}
+	a.Change = mv
 }
 
 // raise moves the epoch up to e, noting how many status reads had
@@ -1006,7 +1013,7 @@ func (s *State) raise(v View, e uint64) {
 func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now time.Time) (step machine.Step, made, moved, stale bool) {
 	switch c := c.(type) {
 	case Move:
-		step, ok := m.Mirror(c.Gen, c.State, c.Until, c.Forced, c.SlowUntil, now)
+		step, ok := m.Mirror(c.Gen, c.State, c.Until, c.Forced, c.SlowUntil, reasonErr(c.Reason), now)
 		return step, ok, !ok && m.Snapshot().Gen != s.Gen, false
 	case Hold:
 		return machine.Step{}, false, !m.Hold(c.Gen) && m.Snapshot().Gen != s.Gen, false
@@ -1024,4 +1031,14 @@ func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now
 		return step, ok, false, false
 	}
 	return machine.Step{}, false, false, false
+}
+
+// reasonErr is the error a process that follows an opening of another's
+// reports (Event.Err, OpenError.Cause): who opened it and why; nil if the
+// store said nothing of it.
+func reasonErr(r store.Reason) error {
+	if r == (store.Reason{}) {
+		return nil
+	}
+	return &breaker.OpenedError{By: r.By, Text: r.Why}
 }

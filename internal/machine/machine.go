@@ -786,8 +786,10 @@ func (m *Machine) halt(removed bool) bool {
 // generation, and applies only in it: it reports false if the breaker has
 // moved on from gen, is already in st with the same forcing, or is halted,
 // and refuses a state that is not one of the four, or forced for a state
-// other than Open.
-func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, slowUntil, now time.Time) (Step, bool) {
+// other than Open. cause, when not nil, is why the breaker was opened
+// elsewhere: the Cause of the OpenError of the opened state it moves to,
+// and the Err of a step to open.
+func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced bool, slowUntil time.Time, cause error, now time.Time) (Step, bool) {
 	if st < breaker.Closed || st > breaker.Probing || forced && st != breaker.Open {
 		return Step{}, false
 	}
@@ -799,18 +801,26 @@ func (m *Machine) Mirror(gen uint64, st breaker.State, until time.Time, forced b
 		if s.Gen != gen || s.State == st && s.Forced == forced || s.Halted {
 			return Step{}, false
 		}
+		opener := openedBy(s, st, nil)
+		if cause != nil && st != breaker.Closed && !forced {
+			opener = cause
+		}
 		p := breaker.Snapshot{State: st, Gen: s.Gen + 1, Since: now, Until: until, Forced: forced}
 		if d := m.SlowStart(); st == breaker.Closed && d > 0 && slowUntil.After(now) {
 			p.SlowStart = &breaker.SlowStart{From: slowUntil.Add(-d), Until: slowUntil}
 		}
-		next := newSnapshot(m.name, p, openedBy(s, st, nil)).at(now)
+		next := newSnapshot(m.name, p, opener).at(now)
 		if st == breaker.Closed {
 			next.counter = m.newCounter()
 		} else {
 			next.counter = s.counter
 		}
 		if m.cur.CompareAndSwap(s, next) {
-			return Step{Transition: breaker.Transition{From: s.State, To: st}, Gen: next.Gen, At: now, Cause: breaker.CauseShared, Until: until}, true
+			step := Step{Transition: breaker.Transition{From: s.State, To: st}, Gen: next.Gen, At: now, Cause: breaker.CauseShared, Until: until}
+			if st == breaker.Open && !forced {
+				step.Err = cause
+			}
+			return step, true
 		}
 	}
 }

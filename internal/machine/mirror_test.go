@@ -32,7 +32,7 @@ func TestMirror(t *testing.T) {
 		{"forced open to open: the forcing is lifted", func(m *machine.Machine) { m.ForceOpen(t0) }, open, false, true, false, until},
 		{"forced open to closed", func(m *machine.Machine) { m.ForceOpen(t0) }, closed, false, true, false, until},
 		{"forced open to forced open: nothing", func(m *machine.Machine) { m.ForceOpen(t0) }, open, true, false, true, time.Time{}},
-		{"open to forced open", func(m *machine.Machine) { m.Mirror(m.Snapshot().Gen, open, until, false, time.Time{}, t0) }, open, true, true, true, time.Time{}},
+		{"open to forced open", func(m *machine.Machine) { m.Mirror(m.Snapshot().Gen, open, until, false, time.Time{}, nil, t0) }, open, true, true, true, time.Time{}},
 		{"closed to closed: nothing", nil, closed, false, false, false, time.Time{}},
 		{"halted: nothing", func(m *machine.Machine) { m.Halt() }, open, true, false, false, time.Time{}},
 	}
@@ -44,7 +44,7 @@ func TestMirror(t *testing.T) {
 		_, ok := m.ForceOpen(t0)
 		require.True(t, ok)
 		before := m.Snapshot()
-		_, ok = m.Mirror(gen, closed, time.Time{}, false, time.Time{}, t0)
+		_, ok = m.Mirror(gen, closed, time.Time{}, false, time.Time{}, nil, t0)
 		assert.False(t, ok, "decided on gen %d, the machine is in %d", gen, before.Gen)
 		assert.Same(t, before, m.Snapshot(), "nothing changed")
 	})
@@ -56,7 +56,7 @@ func TestMirror(t *testing.T) {
 				tc.from(m)
 			}
 			before := m.Snapshot()
-			step, ok := m.Mirror(before.Gen, tc.to, until, tc.forced, time.Time{}, t0)
+			step, ok := m.Mirror(before.Gen, tc.to, until, tc.forced, time.Time{}, nil, t0)
 			require.Equal(t, tc.ok, ok)
 			s := m.Snapshot()
 			assert.Equal(t, tc.wantForced, s.Forced, "forced")
@@ -79,7 +79,7 @@ func TestMirror(t *testing.T) {
 func TestHold(t *testing.T) {
 	m, err := machine.NewMachine("svc", breaker.Consecutive{Failures: 1}, t0)
 	require.NoError(t, err)
-	open1, ok := m.Mirror(m.Snapshot().Gen, open, t0.Add(time.Second), false, time.Time{}, t0)
+	open1, ok := m.Mirror(m.Snapshot().Gen, open, t0.Add(time.Second), false, time.Time{}, nil, t0)
 	require.True(t, ok)
 	assert.False(t, m.Hold(open1.Gen-1), "an older generation")
 	require.True(t, m.Hold(open1.Gen))
@@ -89,7 +89,7 @@ func TestHold(t *testing.T) {
 	_, ok = m.Expire(open1.Gen, t0.Add(time.Hour))
 	assert.False(t, ok, "a held state does not expire")
 	assert.Equal(t, open, m.Snapshot().State)
-	_, ok = m.Mirror(open1.Gen, closed, time.Time{}, false, time.Time{}, t0)
+	_, ok = m.Mirror(open1.Gen, closed, time.Time{}, false, time.Time{}, nil, t0)
 	assert.True(t, ok, "the driver moves it")
 	assert.False(t, m.Hold(m.Snapshot().Gen), "a closed breaker has no timer to hold")
 }

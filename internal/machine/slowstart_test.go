@@ -165,7 +165,7 @@ func TestMachineNoSlowStart(t *testing.T) {
 			m := new(machine.Machine)
 			require.NoError(t, m.InitSlow("db", breaker.Consecutive{Failures: 2}, 10*time.Second, t0))
 			m.Trip(1, classify.Failure, nil, t0)
-			_, ok := m.Mirror(2, closed, time.Time{}, false, time.Time{}, at(time.Second))
+			_, ok := m.Mirror(2, closed, time.Time{}, false, time.Time{}, nil, at(time.Second))
 			require.True(t, ok)
 			return m
 		}},
@@ -266,9 +266,9 @@ func TestMirrorSlowStart(t *testing.T) {
 	} {
 		m := new(machine.Machine)
 		require.NoError(t, m.InitSlow("db", breaker.Consecutive{Failures: 2}, c.slow, t0))
-		_, ok := m.Mirror(1, halfOpen, time.Time{}, false, time.Time{}, t0)
+		_, ok := m.Mirror(1, halfOpen, time.Time{}, false, time.Time{}, nil, t0)
 		require.True(t, ok)
-		_, ok = m.Mirror(2, closed, time.Time{}, false, c.slowUntil, at(4*time.Second))
+		_, ok = m.Mirror(2, closed, time.Time{}, false, c.slowUntil, nil, at(4*time.Second))
 		require.True(t, ok, c.desc)
 		s := m.Snapshot()
 		assert.Equal(t, c.share, s.Admitted(), c.desc)

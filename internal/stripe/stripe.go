@@ -31,15 +31,17 @@ import (
 )
 
 // N is how many counters a Counters holds.
-const N = 7
+const N = 8
 
 const lineSize = 64
 
 // line is one stripe of the counters. atomic.Uint64 keeps each 64-bit
 // aligned, as 64-bit atomics need on 32-bit platforms.
 type line struct {
-	n [N]atomic.Uint64
+	// The padding first: a zero-sized last field (N*8 == lineSize) would
+	// make the compiler pad the struct past the line.
 	_ [lineSize - N*8]byte
+	n [N]atomic.Uint64
 }
 
 // Counters is a set of N counters. Its zero value is ready to use; it must

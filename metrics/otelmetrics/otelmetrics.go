@@ -28,6 +28,7 @@
 //	fusebox.breaker.released_calls      counter {call}, attribute outcome: calls let through and released, by outcome (fusebox_breaker_released_calls_total)
 //	fusebox.breaker.declined_calls      counter {call}: calls declined by an open or probing breaker (fusebox_breaker_declined_calls_total)
 //	fusebox.breaker.slow_calls          counter {call}: calls that took at least Config.SlowCall, counted as failures (fusebox_breaker_slow_calls_total)
+//	fusebox.breaker.would_decline_calls counter {call}: calls a breaker in a dry run let through that it would have declined, manager.Config.DryRun only (fusebox_breaker_would_decline_calls_total)
 //	fusebox.breaker.stale_releases      counter {release}: releases of permits from an earlier state (fusebox_breaker_stale_releases_total)
 //	fusebox.breaker.dropped_events      counter {event}: events any subscriber lost to a full buffer (fusebox_breaker_dropped_events_total)
 //	fusebox.breaker.transitions         counter {transition}, attributes from and to: from zero for every pair the breaker can make (fusebox_breaker_transitions_total)
@@ -133,6 +134,7 @@ type Registration struct {
 	state, forced, storeDown, halted                                                  metric.Int64ObservableGauge
 	rate, admitted                                                                    metric.Float64ObservableGauge
 	calls, released, declined, stale, slow, dropped, transitions, missed, storeErrors metric.Int64ObservableCounter
+	wouldDecline                                                                      metric.Int64ObservableCounter
 }
 
 // Register creates the instruments on a meter of opts.MeterProvider and
@@ -191,6 +193,7 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	r.declined = counter("declined_calls", "{call}", "Calls declined by the breaker while open or probing.")
 	r.stale = counter("stale_releases", "{release}", "Releases of permits granted before the breaker last changed state; they changed nothing.")
 	r.slow = counter("slow_calls", "{call}", "Calls that took at least the breaker's Config.SlowCall and so counted as failures.")
+	r.wouldDecline = counter("would_decline_calls", "{call}", "Calls the breaker, in a dry run, let through that it would have declined; not in calls' declined ones.")
 	r.dropped = counter("dropped_events", "{event}", "The breaker's events that a subscriber of the manager lost because its buffer was full.")
 	r.transitions = counter("transitions", "{transition}", "Transitions of the breaker seen since the adapter was registered.")
 	r.missed = counter("missed_transitions", "{transition}", "Transitions of the breaker the adapter did not see because its event buffer was full.")
@@ -204,7 +207,7 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	}
 	r.tally = t
 	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.storeDown, r.halted, r.rate, r.admitted,
-		r.calls, r.released, r.declined, r.stale, r.slow, r.dropped, r.transitions, r.missed, r.storeErrors)
+		r.calls, r.released, r.declined, r.stale, r.slow, r.dropped, r.transitions, r.missed, r.storeErrors, r.wouldDecline)
 	if err != nil {
 		r.tally.Close()
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: callback: %w", err)
@@ -256,6 +259,9 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(r.declined, int64(st.Declined), plain)
 		o.ObserveInt64(r.stale, int64(st.Stale), plain)
 		o.ObserveInt64(r.slow, int64(st.SlowCalls), plain)
+		if st.DryRun || st.WouldDecline > 0 {
+			o.ObserveInt64(r.wouldDecline, int64(st.WouldDecline), plain)
+		}
 		o.ObserveInt64(r.dropped, int64(st.DroppedEvents), plain)
 		n := r.tally.Get(st.Name)
 		for i, tr := range tally.Shared {

@@ -299,3 +299,22 @@ func TestTransitionsOfASharedBreaker(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"payments": 9, "shared": 12}, n)
 }
+
+// A breaker in a dry run reports the calls it would have declined, from
+// zero; the others report none.
+func TestAdapterDryRun(t *testing.T) {
+	f := setup(t, otelmetrics.Options{})
+	ctx := context.Background()
+	dry, err := f.m.Register("search", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, DryRun: true})
+	require.NoError(t, err)
+	got := f.collect(t)
+	assert.Equal(t, int64(0), got["fusebox.breaker.would_decline_calls{breaker=search}"])
+	_, ok := got["fusebox.breaker.would_decline_calls{breaker=payments}"]
+	assert.False(t, ok, "a breaker not in a dry run reports no would-be declines")
+	require.ErrorIs(t, dry.Do(ctx, fail), errDown) // trips it
+	require.ErrorIs(t, dry.Do(ctx, fail), errDown) // let through
+	require.NoError(t, dry.Do(ctx, succeed))       // let through
+	f.m.Sync()
+	require.Equal(t, breaker.Open, dry.State())
+	assert.Equal(t, int64(2), f.collect(t)["fusebox.breaker.would_decline_calls{breaker=search}"])
+}

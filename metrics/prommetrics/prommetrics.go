@@ -23,6 +23,7 @@
 //	fusebox_breaker_released_calls_total{breaker, outcome} counter: calls let through and released, by outcome (success, failure, ignore)
 //	fusebox_breaker_declined_calls_total{breaker}        counter: calls declined by an open or probing breaker
 //	fusebox_breaker_slow_calls_total{breaker}            counter: calls that took at least Config.SlowCall, counted as failures
+//	fusebox_breaker_would_decline_calls_total{breaker}   counter: calls a breaker in a dry run let through that it would have declined (manager.Config.DryRun only, or once it counted some)
 //	fusebox_breaker_stale_releases_total{breaker}        counter: releases of permits from an earlier state
 //	fusebox_breaker_dropped_events_total{breaker}        counter: events any subscriber lost to a full buffer
 //	fusebox_breaker_transitions_total{breaker, from, to} counter: transitions seen by this collector, from zero for every pair the breaker can make
@@ -113,7 +114,8 @@ const (
 	sDuration  = 28
 	sSlow      = 29
 	sAdmitted  = 30
-	nSeries    = 31
+	sWould     = 31
+	nSeries    = 32
 )
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
@@ -206,6 +208,7 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 	fill(sStoreErrs, 1, desc("store_errors_total", "Calls of the shared breaker to its store that failed."))
 	fill(sSlow, 1, desc("slow_calls_total", "Calls that took at least the breaker's Config.SlowCall and so counted as failures."))
 	fill(sAdmitted, 1, desc("admitted_ratio", "The share of calls the breaker lets through now, from 0 to 1: 1 while closed, rising from 0 to 1 during a slow start after a recovery, 0 while open or probing."))
+	fill(sWould, 1, desc("would_decline_calls_total", "Calls the breaker, in a dry run, let through that it would have declined; not in calls_total's declined ones."))
 	fill(sDuration, 1, desc("call_duration_seconds", "Durations of the calls released through the breaker."))
 	c.halted = prometheus.NewDesc(prometheus.BuildFQName(ns, "manager", "halted"),
 		"1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call.", nil, opts.ConstLabels)
@@ -405,6 +408,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				rate = float64(st.WindowFailures) / float64(st.WindowCalls)
 			}
 			set(sRate, rate, false)
+		}
+		if st.DryRun || st.WouldDecline > 0 {
+			set(sWould, float64(st.WouldDecline), true)
 		}
 		if st.Shared {
 			set(sStoreDown, boolValue(st.StoreDown), false)

@@ -299,3 +299,33 @@ func (o onlyMetric) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// A breaker in a dry run exports the calls it would have declined, from
+// zero; the others export no such series. No error text reaches a metric,
+// not even the one that opened the breaker.
+func TestCollectorDryRun(t *testing.T) {
+	_, m, b, _, reg := setup(t, prommetrics.Options{})
+	ctx := context.Background()
+	dry, err := m.Register("search", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, DryRun: true})
+	require.NoError(t, err)
+	want := `
+# HELP fusebox_breaker_would_decline_calls_total Calls the breaker, in a dry run, let through that it would have declined; not in calls_total's declined ones.
+# TYPE fusebox_breaker_would_decline_calls_total counter
+fusebox_breaker_would_decline_calls_total{breaker="search"} %d
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(want, 0)), "fusebox_breaker_would_decline_calls_total"))
+	require.ErrorIs(t, dry.Do(ctx, fail), errDown) // trips it
+	require.ErrorIs(t, dry.Do(ctx, fail), errDown) // let through
+	require.NoError(t, dry.Do(ctx, succeed))       // let through
+	require.ErrorIs(t, b.Do(ctx, fail), errDown)
+	require.ErrorIs(t, b.Do(ctx, fail), errDown)
+	m.Sync()
+	require.Equal(t, breaker.Open, dry.State())
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(want, 2)), "fusebox_breaker_would_decline_calls_total"))
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		assert.NotContains(t, mf.String(), errDown.Error(), "metric %s", mf.GetName())
+	}
+}

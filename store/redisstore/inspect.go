@@ -23,6 +23,8 @@ type Breaker struct {
 	store.Status
 	// Holder is the token of the process holding the probe lease; empty
 	// when no process holds it. Status.Probe is the lease's time left.
+	// A manager's token is its process's name (manager.Options.Name), a
+	// slash and a random part: see HolderName.
 	Holder string
 	// Window reports that the counts are a window policy's (the window
 	// key); otherwise they are a consecutive policy's (the failures key).
@@ -40,6 +42,19 @@ type Breaker struct {
 	// or, for a window policy, of the reporters the store still holds
 	// (at least those in the window); zero without a quorum.
 	Processes int64
+	// Reporters are the names of those processes (manager.Options.Name),
+	// sorted; nil without a quorum.
+	Reporters []string
+}
+
+// HolderName returns the name of the process holding the probe lease: the
+// Holder's token up to its last slash, as a manager makes it
+// (manager.Options.Name); the whole token if it has none.
+func (b Breaker) HolderName() string {
+	if i := strings.LastIndexByte(b.Holder, '/'); i > 0 {
+		return b.Holder[:i]
+	}
+	return b.Holder
 }
 
 // State returns the breaker's state for the fleet, as the store holds it:
@@ -62,9 +77,10 @@ func (b Breaker) State() breaker.State {
 // inspectScript reads every key of one breaker at once, so that a state
 // is never pieced together from two epochs.
 //
-// KEYS: epoch, open, probe, failures, window, reporters.
+// KEYS: epoch, open, probe, failures, window, reporters, opener.
 // Returns {epoch, open_pttl, holder, probe_pttl, failures, window,
-// reporters}: a missing string is "", a missing hash an empty list.
+// reporters (their names), opener}: a missing string is "", a missing
+// hash an empty list.
 var inspectScript = redis.NewScript(`
 return {
   redis.call('GET', KEYS[1]) or '',
@@ -73,12 +89,13 @@ return {
   redis.call('PTTL', KEYS[3]),
   redis.call('GET', KEYS[4]) or '',
   redis.call('HGETALL', KEYS[5]),
-  redis.call('HLEN', KEYS[6])
+  redis.call('HKEYS', KEYS[6]),
+  redis.call('GET', KEYS[7]) or ''
 }
 `)
 
 // fields are the fields of a breaker's keys, in inspectScript's order.
-var fields = []string{"epoch", "open", "probe", "failures", "window", "reporters"}
+var fields = []string{"epoch", "open", "probe", "failures", "window", "reporters", "opener"}
 
 // Inspect reads everything the store holds of the breaker name. It reports
 // false, and no error, when the store holds nothing of it: a breaker that
@@ -178,7 +195,7 @@ func (s *Store) inspect(ctx context.Context, names []string) ([]Breaker, error) 
 // of the breaker exists.
 func parseBreaker(name string, v any) (Breaker, bool, error) {
 	r, ok := v.([]any)
-	if !ok || len(r) != 7 {
+	if !ok || len(r) != 8 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
 	}
 	epoch, _ := r[0].(string)
@@ -187,14 +204,20 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 	probe, ok2 := r[3].(int64)
 	failures, _ := r[4].(string)
 	window, ok3 := r[5].([]any)
-	reporters, ok4 := r[6].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || len(window)%2 != 0 {
+	reporters, ok4 := r[6].([]any)
+	opener, ok5 := r[7].(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(window)%2 != 0 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
 	}
 	if epoch == "" && open == -2 && holder == "" && failures == "" && len(window) == 0 {
 		return Breaker{}, false, nil
 	}
-	b := Breaker{Name: name, Holder: holder, Processes: reporters}
+	b := Breaker{Name: name, Holder: holder, Processes: int64(len(reporters))}
+	for _, rep := range reporters {
+		s, _ := rep.(string)
+		b.Reporters = append(b.Reporters, s)
+	}
+	slices.Sort(b.Reporters)
 	var e int64
 	if epoch != "" {
 		var err error
@@ -202,7 +225,7 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 			return Breaker{}, false, fmt.Errorf("epoch %q: %w", epoch, err)
 		}
 	}
-	b.Status = status([]int64{e, open, probe})
+	b.Status = statusWith([]int64{e, open, probe}, opener)
 	if failures != "" {
 		n, err := strconv.ParseInt(failures, 10, 64)
 		if err != nil {

@@ -45,7 +45,7 @@ func inspectedBreakers(ctx context.Context) []inspected {
 			assert.Equal(t, redisstore.Breaker{Name: "window", Window: true, Failures: 1, Calls: 4}, b)
 		}},
 		{"open", func(t *testing.T, st *redisstore.Store) {
-			_, _, err := st.Open(ctx, "open", 0, time.Minute)
+			_, _, err := st.Open(ctx, "open", 0, time.Minute, store.Reason{})
 			require.NoError(t, err)
 		}, breaker.Open, func(t *testing.T, b redisstore.Breaker) {
 			assert.Equal(t, uint64(1), b.Epoch)
@@ -53,13 +53,13 @@ func inspectedBreakers(ctx context.Context) []inspected {
 			assert.InDelta(t, time.Minute, b.Open, float64(10*time.Second), "period left")
 		}},
 		{"half-open", func(t *testing.T, st *redisstore.Store) {
-			_, _, err := st.Open(ctx, "half-open", 0, 0)
+			_, _, err := st.Open(ctx, "half-open", 0, 0, store.Reason{})
 			require.NoError(t, err)
 		}, breaker.HalfOpen, func(t *testing.T, b redisstore.Breaker) {
 			assert.Equal(t, redisstore.Breaker{Name: "half-open", Status: store.Status{Epoch: 1}}, b)
 		}},
 		{"probing", func(t *testing.T, st *redisstore.Store) {
-			_, _, err := st.Open(ctx, "probing", 0, 0)
+			_, _, err := st.Open(ctx, "probing", 0, 0, store.Reason{})
 			require.NoError(t, err)
 			won, _, err := st.AcquireProbe(ctx, "probing", "tok-1", 1, time.Minute)
 			require.NoError(t, err)

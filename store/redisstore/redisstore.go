@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -248,6 +249,16 @@ func status(v []int64) store.Status {
 	return store.Status{Epoch: e, Open: fromMS(v[1]), Probe: fromMS(v[2]), Forced: v[1] == -1}
 }
 
+// statusWith is status with the opener key's value, read in the same
+// script: its Reason, if it is the opened epoch's.
+func statusWith(v []int64, opener string) store.Status {
+	st := status(v)
+	if st.Opened() && !st.Forced {
+		st.Reason = parseOpener(opener, st.Epoch)
+	}
+	return st
+}
+
 // RecordFailure implements store.Store.
 func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, successes []int64) (store.Verdict, error) {
 	if s.err != nil {
@@ -257,16 +268,16 @@ func (s *Store) RecordFailure(ctx context.Context, name string, p store.Policy, 
 	if p.Rate > 0 {
 		return s.window(ctx, name, p, failures, successes)
 	}
-	keys := []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
+	keys := []string{s.Key(name, "failures"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener")}
 	r, err := failureScript.Run(ctx, s.client, keys, ms(s.ttl), p.Quorum, p.Reporter, failures).Result()
 	if err != nil {
 		return store.Verdict{}, s.fail("record failure of", name, err)
 	}
-	v, err := ints(r, 6)
+	v, opener, err := reply(r, 6)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Failures: v[0], Processes: v[1], Status: status(v[2:5]), LargestFailures: v[5]}, nil
+	return store.Verdict{Failures: v[0], Processes: v[1], Status: statusWith(v[2:5], opener), LargestFailures: v[5]}, nil
 }
 
 // RecordSuccess implements store.Store.
@@ -291,20 +302,20 @@ func (s *Store) window(ctx context.Context, name string, p store.Policy, failure
 	for _, n := range successes {
 		args = append(args, n)
 	}
-	keys := []string{s.Key(name, "window"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters")}
+	keys := []string{s.Key(name, "window"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener")}
 	r, err := windowScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
 		return store.Verdict{}, s.fail("record the calls of", name, err)
 	}
-	v, err := ints(r, 8)
+	v, opener, err := reply(r, 8)
 	if err != nil {
 		return store.Verdict{}, err
 	}
-	return store.Verdict{Calls: v[0], Failures: v[1], Processes: v[2], Status: status(v[3:6]), LargestCalls: v[6], LargestFailures: v[7]}, nil
+	return store.Verdict{Calls: v[0], Failures: v[1], Processes: v[2], Status: statusWith(v[3:6], opener), LargestCalls: v[6], LargestFailures: v[7]}, nil
 }
 
 // Open implements store.Store.
-func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time.Duration) (store.Status, bool, error) {
+func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time.Duration, why store.Reason) (store.Status, bool, error) {
 	if s.err != nil {
 		return store.Status{}, false, s.err
 	}
@@ -312,16 +323,16 @@ func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time
 	if err != nil {
 		return store.Status{}, false, wrap("open", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
-	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), channel, name, cmd).Result()
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
+	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), channel, name, cmd, reasonArg(why)).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("open", name, err)
 	}
-	v, err := ints(r, 4)
+	v, opener, err := reply(r, 4)
 	if err != nil {
 		return store.Status{}, false, err
 	}
-	return status(v[1:]), v[0] == 1, nil
+	return statusWith(v[1:], opener), v[0] == 1, nil
 }
 
 // AcquireProbe implements store.Store.
@@ -329,20 +340,20 @@ func (s *Store) AcquireProbe(ctx context.Context, name, token string, epoch uint
 	if s.err != nil {
 		return false, store.Status{}, s.err
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
 	r, err := probeScript.Run(ctx, s.client, keys, token, ms(lease), epoch).Result()
 	if err != nil {
 		return false, store.Status{}, s.fail("acquire the probe of", name, err)
 	}
-	v, err := ints(r, 4)
+	v, opener, err := reply(r, 4)
 	if err != nil {
 		return false, store.Status{}, err
 	}
-	return v[0] == 1, status(v[1:]), nil
+	return v[0] == 1, statusWith(v[1:], opener), nil
 }
 
 // Resolve implements store.Store.
-func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration) (store.Status, bool, error) {
+func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o classify.Outcome, reopen time.Duration, why store.Reason) (store.Status, bool, error) {
 	if s.err != nil {
 		return store.Status{}, false, s.err
 	}
@@ -361,16 +372,16 @@ func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o
 	if o == classify.Success && reopen <= 0 {
 		period = 0 // no slow start
 	}
-	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
-	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, period, channel, name, epoch, cmd).Result()
+	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener")}
+	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, period, channel, name, epoch, cmd, reasonArg(why)).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("resolve the probe of", name, err)
 	}
-	v, err := ints(r, 4)
+	v, opener, err := reply(r, 4)
 	if err != nil {
 		return store.Status{}, false, err
 	}
-	return status(v[1:]), v[0] == 1, nil
+	return statusWith(v[1:], opener), v[0] == 1, nil
 }
 
 // Reset implements store.Store.
@@ -382,7 +393,7 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	if err != nil {
 		return store.Status{}, wrap("reset", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener")}
 	e, err := resetScript.Run(ctx, s.client, keys, channel, name, cmd).Int64()
 	if err != nil {
 		return store.Status{}, s.fail("reset", name, err)
@@ -399,7 +410,7 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 	if err != nil {
 		return store.Status{}, wrap("force open", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
 	r, err := forceScript.Run(ctx, s.client, keys, channel, name, cmd).Result()
 	if err != nil {
 		return store.Status{}, s.fail("force open", name, err)
@@ -411,8 +422,9 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 	return status(v), nil
 }
 
-// Status implements store.Store. It sends one pipeline; a Cluster client
-// splits it by node.
+// Status implements store.Store. It sends one pipeline (a Cluster client
+// splits it by node), and, when some of the breakers are opened, a second
+// one that reads who opened them and why.
 func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -452,7 +464,82 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 		}
 		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1}
 	}
-	return out, nil
+	return out, s.reasons(ctx, names, out)
+}
+
+// reasons reads who opened each breaker of out that is opened, and not
+// forced, and why: one more round trip, only while some breaker is
+// opened, so that reading closed breakers (an idle fleet's resync) costs
+// no more than before.
+func (s *Store) reasons(ctx context.Context, names []string, out []store.Status) error {
+	var pipe redis.Pipeliner
+	var cmds []*redis.StringCmd
+	var at []int
+	for i, st := range out {
+		if !st.Opened() || st.Forced {
+			continue
+		}
+		if pipe == nil {
+			pipe = s.client.Pipeline()
+		}
+		cmds = append(cmds, pipe.Get(ctx, s.Key(names[i], "opener")))
+		at = append(at, i)
+	}
+	if pipe == nil {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		now := time.Now()
+		s.reload.after(err, now)
+		return fmt.Errorf("redisstore: status of %d breakers: %w", len(names), s.dials.explain(err, now))
+	}
+	for j, i := range at {
+		out[i].Reason = parseOpener(cmds[j].Val(), out[i].Epoch)
+	}
+	return nil
+}
+
+// reasonArg is r as the scripts keep it: "by\nwhy", each on one line and
+// bounded; "" for the zero Reason.
+func reasonArg(r store.Reason) string {
+	if r == (store.Reason{}) {
+		return ""
+	}
+	return store.OneLine(r.By, store.MaxWhy) + "\n" + store.OneLine(r.Why, store.MaxWhy)
+}
+
+// parseOpener reads the opener key's value, "epoch\nby\nwhy", as the
+// Reason of the opening of epoch e: zero for another epoch's, or none.
+func parseOpener(v string, e uint64) store.Reason {
+	ep, rest, ok := strings.Cut(v, "\n")
+	if !ok || ep != strconv.FormatUint(e, 10) {
+		return store.Reason{}
+	}
+	return parseReason(rest)
+}
+
+// parseReason reads "by\nwhy".
+func parseReason(v string) store.Reason {
+	by, why, _ := strings.Cut(v, "\n")
+	return store.Reason{By: by, Why: why}
+}
+
+// reply reads a script's reply that carries a status: n integers, then
+// the opener key's value.
+func reply(v any, n int) ([]int64, string, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) != n+1 {
+		return nil, "", fmt.Errorf("redisstore: unexpected script reply %v", v)
+	}
+	out, err := ints(list[:n], n)
+	if err != nil {
+		return nil, "", err
+	}
+	opener, ok := list[n].(string)
+	if !ok {
+		return nil, "", fmt.Errorf("redisstore: unexpected script reply %v", v)
+	}
+	return out, opener, nil
 }
 
 func positive(d time.Duration) time.Duration {

@@ -14,9 +14,10 @@ import "github.com/redis/go-redis/v9"
 // run and expires with it), and sums the q-1 largest counts: what the
 // quorum rule takes out of the run (rule.Largest, store.Policy.Trips).
 //
-// KEYS: failures, open, probe, epoch, reporters. ARGV: ttl_ms, quorum,
-// reporter, failures.
-// Returns {count, reporters, epoch, open_pttl, probe_pttl, largest}.
+// KEYS: failures, open, probe, epoch, reporters, opener. ARGV: ttl_ms,
+// quorum, reporter, failures.
+// Returns {count, reporters, epoch, open_pttl, probe_pttl, largest,
+// opener}.
 var failureScript = redis.NewScript(`
 local k = tonumber(ARGV[4])
 local n = redis.call('INCRBY', KEYS[1], k)
@@ -36,7 +37,7 @@ if q > 1 then
   table.sort(xs, function(a, b) return a > b end)
   for i = 1, math.min(q - 1, #xs) do top = top + xs[i] end
 end
-return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), top}
+return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), top, redis.call('GET', KEYS[6]) or ''}
 `)
 
 // windowScript adds failures to the current bucket of a window policy, and
@@ -56,10 +57,10 @@ return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KE
 // reported the most failures (ties: calls), rule.Largest: what the quorum
 // rule takes out of the window.
 //
-// KEYS: window, open, probe, epoch, reporters. ARGV: width_ms, buckets,
-// failures, quorum, reporter, then the successes of age 0, 1, ...
+// KEYS: window, open, probe, epoch, reporters, opener. ARGV: width_ms,
+// buckets, failures, quorum, reporter, then the successes of age 0, 1, ...
 // Returns {calls, failures, reporters, epoch, open_pttl, probe_pttl,
-// largest_calls, largest_failures}.
+// largest_calls, largest_failures, opener}.
 var windowScript = redis.NewScript(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
@@ -142,7 +143,7 @@ if q > 1 then
     lc, lf = lc + xs[i][1], lf + xs[i][2]
   end
 end
-return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), lc, lf}
+return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), lc, lf, redis.call('GET', KEYS[6]) or ''}
 `)
 
 // Every opening and closing advances the breaker's epoch (its own key,
@@ -152,20 +153,31 @@ return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL',
 // probe lease, which so never outlives its epoch. A caller's epoch above
 // the store's means the store lost its data (a restart, FLUSHALL): it is
 // adopted.
+//
+// Who opened the breaker and why (store.Reason) is kept in the opener key
+// for the opened epoch, as "epoch\nby\nwhy": the epoch says which opening
+// it belongs to, so that a read of another epoch's status ignores it.
+// Every opening sets it (or deletes it, without a reason); every closing
+// and every forcing deletes it. Every script's reply that carries a status
+// ends with the key's value ('' when absent), and an opening's message
+// carries the reason: "opened|period_ms|epoch|length|reason name", the
+// reason's length in bytes first, since a name may hold any character.
 
 // openScript opens the breaker if it is still in the caller's closed epoch
 // (or the store is behind it), for period, and announces it.
 //
-// KEYS: open, probe, epoch. ARGV: epoch, period_ms (0: the period is over
-// already), channel, name, publish (the command that announces: PUBLISH or
-// SPUBLISH; a shard channel is in the breaker's slot).
-// Returns {opened, epoch, open_pttl, probe_pttl}. An open_pttl of -1 (a
-// marker without expiry) is a forced opening, in every script's reply.
+// KEYS: open, probe, epoch, opener. ARGV: epoch, period_ms (0: the period
+// is over already), channel, name, publish (the command that announces:
+// PUBLISH or SPUBLISH; a shard channel is in the breaker's slot), reason
+// ("by\nwhy", or empty for none).
+// Returns {opened, epoch, open_pttl, probe_pttl, opener}. An open_pttl of
+// -1 (a marker without expiry) is a forced opening, in every script's
+// reply.
 var openScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[3]) or '0')
 local c = tonumber(ARGV[1])
 if c % 2 == 1 or c < e or (c == e and e % 2 == 1) then
-  return {0, e, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
+  return {0, e, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]), redis.call('GET', KEYS[4]) or ''}
 end
 e = c + 1
 redis.call('SET', KEYS[3], e)
@@ -175,8 +187,15 @@ else
   redis.call('DEL', KEYS[1])
 end
 redis.call('DEL', KEYS[2])
-redis.call(ARGV[5], ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[4])
-return {1, e, tonumber(ARGV[2]), 0}
+local o = ''
+if ARGV[6] ~= '' then
+  o = e .. '\n' .. ARGV[6]
+  redis.call('SET', KEYS[4], o)
+else
+  redis.call('DEL', KEYS[4])
+end
+redis.call(ARGV[5], ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. #ARGV[6] .. '|' .. ARGV[6] .. ARGV[4])
+return {1, e, tonumber(ARGV[2]), 0, o}
 `)
 
 // probeScript takes the probe lease with SET NX PX, if the breaker is in
@@ -186,8 +205,8 @@ return {1, e, tonumber(ARGV[2]), 0}
 // open for one lease, so that a probe in flight from before the loss ends
 // before another starts.
 //
-// KEYS: open, probe, epoch. ARGV: token, lease_ms, epoch.
-// Returns {won, epoch, open_pttl, probe_pttl}.
+// KEYS: open, probe, epoch, opener. ARGV: token, lease_ms, epoch.
+// Returns {won, epoch, open_pttl, probe_pttl, opener}.
 // A marker or a lease with less than a millisecond left (PTTL 0) counts as
 // expired.
 var probeScript = redis.NewScript(`
@@ -196,16 +215,16 @@ local c = tonumber(ARGV[3])
 if c > e then
   redis.call('SET', KEYS[3], c)
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
-  redis.call('DEL', KEYS[2])
-  return {0, c, tonumber(ARGV[2]), 0}
+  redis.call('DEL', KEYS[2], KEYS[4])
+  return {0, c, tonumber(ARGV[2]), 0, ''}
 end
 local o = redis.call('PTTL', KEYS[1])
 local p = redis.call('PTTL', KEYS[2])
 if c < e or e % 2 == 0 or o > 0 or o == -1 or p > 0 then
-  return {0, e, o, p}
+  return {0, e, o, p, redis.call('GET', KEYS[4]) or ''}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
-return {1, e, 0, tonumber(ARGV[2])}
+return {1, e, 0, tonumber(ARGV[2]), redis.call('GET', KEYS[4]) or ''}
 `)
 
 // resolveScript applies a probe's verdict if, and only if, the caller still
@@ -214,19 +233,19 @@ return {1, e, 0, tonumber(ARGV[2])}
 // slow start, counted down by Redis as an open period is, and gone with it
 // (every other script reads it as an opening only in an opened epoch).
 //
-// KEYS: probe, open, failures, window, epoch, reporters.
+// KEYS: probe, open, failures, window, epoch, reporters, opener.
 // ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch,
-// publish.
-// Returns {applied, epoch, open_pttl, probe_pttl}.
+// publish, reason (of a failure: "by\nwhy", or empty for none).
+// Returns {applied, epoch, open_pttl, probe_pttl, opener}.
 var resolveScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[5]) or '0')
 if e ~= tonumber(ARGV[6]) or redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {0, e, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[1])}
+  return {0, e, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[7]) or ''}
 end
 redis.call('DEL', KEYS[1])
 if ARGV[2] == 's' then
   e = redis.call('INCR', KEYS[5])
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6])
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
   if tonumber(ARGV[3]) > 0 then
     redis.call('SET', KEYS[2], 'slow', 'PX', ARGV[3])
   end
@@ -234,24 +253,29 @@ if ARGV[2] == 's' then
 elseif ARGV[2] == 'f' then
   e = redis.call('INCRBY', KEYS[5], 2)
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-  redis.call(ARGV[7], ARGV[4], 'opened|' .. ARGV[3] .. '|' .. e .. '|' .. ARGV[5])
+  if ARGV[8] ~= '' then
+    redis.call('SET', KEYS[7], e .. '\n' .. ARGV[8])
+  else
+    redis.call('DEL', KEYS[7])
+  end
+  redis.call(ARGV[7], ARGV[4], 'opened|' .. ARGV[3] .. '|' .. e .. '|' .. #ARGV[8] .. '|' .. ARGV[8] .. ARGV[5])
 else
   redis.call(ARGV[7], ARGV[4], 'released|0|' .. e .. '|' .. ARGV[5])
 end
-return {1, e, redis.call('PTTL', KEYS[2]), 0}
+return {1, e, redis.call('PTTL', KEYS[2]), 0, redis.call('GET', KEYS[7]) or ''}
 `)
 
 // resetScript closes the breaker whatever its state, moving the epoch to the
 // next closed one, and announces it.
 //
-// KEYS: open, probe, failures, window, epoch, reporters. ARGV: channel,
-// name, publish.
+// KEYS: open, probe, failures, window, epoch, reporters, opener. ARGV:
+// channel, name, publish.
 // Returns the epoch.
 var resetScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[5]) or '0')
 e = e + 2 - e % 2
 redis.call('SET', KEYS[5], e)
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
 redis.call(ARGV[3], ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
 return e
 `)
@@ -261,7 +285,7 @@ return e
 // the lease goes, and the open marker is set without expiry. A breaker
 // already forced is left as it is.
 //
-// KEYS: open, probe, epoch. ARGV: channel, name, publish.
+// KEYS: open, probe, epoch, opener. ARGV: channel, name, publish.
 // Returns {epoch, open_pttl, probe_pttl}.
 var forceScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -271,7 +295,7 @@ end
 e = e + 1 + e % 2
 redis.call('SET', KEYS[3], e)
 redis.call('SET', KEYS[1], 'forced')
-redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[4])
 redis.call(ARGV[3], ARGV[1], 'forced|0|' .. e .. '|' .. ARGV[2])
 return {e, -1, 0}
 `)

@@ -412,7 +412,9 @@ func (w *watcher) close() {
 	w.readers.Wait()
 }
 
-// parseChange reads "kind|milliseconds|epoch|name".
+// parseChange reads "kind|milliseconds|epoch|name", or, for an opening,
+// "opened|milliseconds|epoch|length|reason name", where reason ("by\nwhy")
+// is length bytes long.
 func parseChange(p string) (store.Change, bool) {
 	kind, rest, ok := strings.Cut(p, "|")
 	if !ok {
@@ -438,6 +440,12 @@ func parseChange(p string) (store.Change, bool) {
 	switch kind {
 	case "opened":
 		c.Kind = store.Opened
+		num, rest, ok := strings.Cut(name, "|")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n < 0 || n > len(rest) {
+			return store.Change{}, false
+		}
+		c.Reason, c.Name = parseReason(rest[:n]), rest[n:]
 	case "closed":
 		c.Kind, c.Open, c.SlowStart = store.Closed, 0, c.Open
 	case "released":

@@ -105,7 +105,7 @@ func watchNames(t *testing.T, h Harness) {
 	}
 	open := func(name string) {
 		t.Helper()
-		if _, _, err := s.Open(ctx(t), name, 0, time.Hour); err != nil {
+		if _, _, err := s.Open(ctx(t), name, 0, time.Hour, store.Reason{}); err != nil {
 			t.Fatalf("Open(%q): %v", name, err)
 		}
 	}

@@ -34,7 +34,7 @@ func slowStart(t *testing.T, h Harness) {
 	}
 	recoverWith := func(name string, slow time.Duration) store.Status {
 		t.Helper()
-		st, _, err := s.Open(ctx(t), name, 0, time.Millisecond)
+		st, _, err := s.Open(ctx(t), name, 0, time.Millisecond, store.Reason{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func slowStart(t *testing.T, h Harness) {
 		if ok, _, err := s.AcquireProbe(ctx(t), name, "p", e, time.Minute); err != nil || !ok {
 			t.Fatalf("AcquireProbe: %v, %v", ok, err)
 		}
-		st, applied, err := s.Resolve(ctx(t), name, "p", e, classify.Success, slow)
+		st, applied, err := s.Resolve(ctx(t), name, "p", e, classify.Success, slow, store.Reason{})
 		if err != nil || !applied || st.Opened() {
 			t.Fatalf("Resolve success with a slow start of %v: %+v, %v, %v; want closed", slow, st, applied, err)
 		}
@@ -108,7 +108,7 @@ func slowStart(t *testing.T, h Harness) {
 	// An opening during a slow start is an opening as ever, and the next
 	// closing by Reset has no slow start.
 	st = recoverWith("again", slow)
-	st, opened, err := s.Open(ctx(t), "again", st.Epoch, time.Minute)
+	st, opened, err := s.Open(ctx(t), "again", st.Epoch, time.Minute, store.Reason{})
 	if err != nil || !opened || st.Open <= 50*time.Second || st.SlowStart != 0 || st.Forced {
 		t.Fatalf("Open during a slow start: %+v, %v, %v; want open about a minute, no slow start", st, opened, err)
 	}

@@ -52,6 +52,105 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TripsWhereALocalBreakerTrips", func(t *testing.T) { parity(t, h) })
 	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
 	t.Run("SlowStartCountsDown", func(t *testing.T) { slowStart(t, h) })
+	t.Run("OpeningKeepsItsReason", func(t *testing.T) { reason(t, h) })
+}
+
+// reason: an opening keeps who opened the breaker and why, on one line,
+// for its whole opened epoch: in every status, every reply and the change
+// that announces it; a failed probe's opening has its own; a closing and a
+// forcing have none.
+func reason(t *testing.T, h Harness) {
+	s := h.New(t)
+	const name = "svc|odd:name}"
+	wctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan store.Change, 64)
+	done := make(chan error, 1)
+	subscribed := make(chan struct{})
+	go func() { done <- s.Watch(wctx, func() { close(subscribed) }, func(c store.Change) { changes <- c }) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-subscribed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not call ready within 5s")
+	}
+	// next returns the next change of name.
+	next := func(what string) store.Change {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case c := <-changes:
+				if c.Name == name {
+					return c
+				}
+			case <-deadline:
+				t.Fatalf("%s: no change within 5s", what)
+			}
+		}
+	}
+	web7 := store.Reason{By: "web-7", Why: "dial tcp: connect:\nconnection refused"}
+	want7 := store.Reason{By: "web-7", Why: "dial tcp: connect: connection refused"}
+	st, ok, err := s.Open(ctx(t), name, 0, 100*time.Millisecond, web7)
+	if err != nil || !ok {
+		t.Fatal("Open", ok, err)
+	}
+	if st.Reason != want7 {
+		t.Errorf("Open's status: Reason %+v, want %+v", st.Reason, want7)
+	}
+	if c := next("the opening"); c.Kind != store.Opened || c.Reason != want7 {
+		t.Errorf("the opening's change: %+v, want Reason %+v", c, want7)
+	}
+	if got := status(t, s, name).Reason; got != want7 {
+		t.Errorf("Status while open: Reason %+v, want %+v", got, want7)
+	}
+	if v, err := s.RecordFailure(ctx(t), name, consecutive, 1, nil); err != nil || v.Reason != want7 {
+		t.Errorf("RecordFailure while open: %+v, %v; want Reason %+v", v, err, want7)
+	}
+	if _, st, err := s.AcquireProbe(ctx(t), name, "x", 1, time.Minute); err != nil || st.Reason != want7 {
+		t.Errorf("AcquireProbe while open: %+v, %v; want Reason %+v", st, err, want7)
+	}
+	h.Advance(t, 100*time.Millisecond)
+	eventually(t, h, 100*time.Millisecond, "the open period ends", func() bool { return status(t, s, name).Open == 0 })
+	if got := status(t, s, name).Reason; got != want7 {
+		t.Errorf("Status once half-open: Reason %+v, want %+v", got, want7)
+	}
+	ok, st, err = s.AcquireProbe(ctx(t), name, "web-8/1", 1, time.Minute)
+	if err != nil || !ok || st.Reason != want7 {
+		t.Fatalf("AcquireProbe: %v %+v %v; want the lease, and Reason %+v", ok, st, err, want7)
+	}
+	long := strings.Repeat("é", store.MaxWhy)
+	st, ok, err = s.Resolve(ctx(t), name, "web-8/1", 1, classify.Failure, time.Minute, store.Reason{By: "web-8", Why: long})
+	if err != nil || !ok {
+		t.Fatal("Resolve", ok, err)
+	}
+	want8 := store.Reason{By: "web-8", Why: store.OneLine(long, store.MaxWhy)}
+	if st.Reason != want8 || len(st.Reason.Why) > store.MaxWhy {
+		t.Errorf("a failed probe's status: Reason %+v, want %+v (at most %d bytes)", st.Reason, want8, store.MaxWhy)
+	}
+	if c := next("the failed probe"); c.Kind != store.Opened || c.Reason != want8 {
+		t.Errorf("the failed probe's change: %+v, want Reason %+v", c, want8)
+	}
+	if got := status(t, s, name).Reason; got != want8 {
+		t.Errorf("Status after the failed probe: Reason %+v, want %+v", got, want8)
+	}
+	if st, err := s.ForceOpen(ctx(t), name); err != nil || st.Reason != (store.Reason{}) {
+		t.Errorf("ForceOpen: %+v, %v; want no Reason", st, err)
+	}
+	if got := status(t, s, name).Reason; got != (store.Reason{}) {
+		t.Errorf("Status while forced: Reason %+v, want none", got)
+	}
+	if _, err := s.Reset(ctx(t), name); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open(ctx(t), name, status(t, s, name).Epoch, time.Minute, store.Reason{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, s, name).Reason; got != (store.Reason{}) {
+		t.Errorf("an opening without a Reason: %+v, want none (not the last one's)", got)
+	}
 }
 
 var consecutive = store.Policy{Failures: 1000}
@@ -156,11 +255,11 @@ func successEndsRun(t *testing.T, h Harness) {
 func firstOpener(t *testing.T, h Harness) {
 	s := h.New(t)
 	const period = 300 * time.Millisecond
-	st, opened, err := s.Open(ctx(t), "svc", 0, period)
+	st, opened, err := s.Open(ctx(t), "svc", 0, period, store.Reason{})
 	if err != nil || !opened || st.Open != period || st.Epoch != 1 {
 		t.Fatalf("first Open: got %+v, %v, %v; want open %v in epoch 1", st, opened, err, period)
 	}
-	st2, opened2, err := s.Open(ctx(t), "svc", 0, 10*period)
+	st2, opened2, err := s.Open(ctx(t), "svc", 0, 10*period, store.Reason{})
 	if err != nil || opened2 || st2.Open <= 0 || st2.Open > period || st2.Epoch != 1 {
 		t.Fatalf("second Open from the same closed epoch: got %+v, %v, %v; want the first period's remainder (<= %v) in epoch 1", st2, opened2, err, period)
 	}
@@ -173,7 +272,7 @@ func firstOpener(t *testing.T, h Harness) {
 	}
 	h.Advance(t, period)
 	eventually(t, h, period, "the open marker expires", func() bool { return status(t, s, "svc").Open == 0 })
-	if _, opened, err := s.Open(ctx(t), "svc", 0, period); err != nil || opened {
+	if _, opened, err := s.Open(ctx(t), "svc", 0, period, store.Reason{}); err != nil || opened {
 		t.Fatalf("Open from closed epoch 0 after the breaker opened in epoch 1: opened=%v err=%v; want refused (a late opening)", opened, err)
 	}
 	if st := status(t, s, "svc"); st.Epoch != 1 {
@@ -184,7 +283,7 @@ func firstOpener(t *testing.T, h Harness) {
 func oneProbe(t *testing.T, h Harness) {
 	s := h.New(t)
 	const period, lease = 200 * time.Millisecond, 400 * time.Millisecond
-	st, _, err := s.Open(ctx(t), "svc", 0, period)
+	st, _, err := s.Open(ctx(t), "svc", 0, period, store.Reason{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +343,7 @@ func verdicts(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	st, _, err := s.Open(ctx(t), "svc", 0, time.Millisecond)
+	st, _, err := s.Open(ctx(t), "svc", 0, time.Millisecond, store.Reason{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,34 +353,34 @@ func verdicts(t *testing.T, h Harness) {
 	if ok, _, err := s.AcquireProbe(ctx(t), "svc", "holder", e, lease); err != nil || !ok {
 		t.Fatalf("AcquireProbe: %v, %v", ok, err)
 	}
-	if _, applied, err := s.Resolve(ctx(t), "svc", "intruder", e, classify.Success, 0); err != nil || applied {
+	if _, applied, err := s.Resolve(ctx(t), "svc", "intruder", e, classify.Success, 0, store.Reason{}); err != nil || applied {
 		t.Fatalf("Resolve by a non-holder: applied=%v err=%v; want refused", applied, err)
 	}
-	if _, applied, err := s.Resolve(ctx(t), "svc", "holder", e+2, classify.Success, 0); err != nil || applied {
+	if _, applied, err := s.Resolve(ctx(t), "svc", "holder", e+2, classify.Success, 0, store.Reason{}); err != nil || applied {
 		t.Fatalf("Resolve by the holder in another epoch: applied=%v err=%v; want refused", applied, err)
 	}
-	st, applied, err := s.Resolve(ctx(t), "svc", "holder", e, classify.Failure, time.Minute)
+	st, applied, err := s.Resolve(ctx(t), "svc", "holder", e, classify.Failure, time.Minute, store.Reason{})
 	if err != nil || !applied || st.Epoch != e+2 || !st.Opened() {
 		t.Fatalf("Resolve failure by the holder: %+v, applied=%v err=%v; want applied, reopened in epoch %d", st, applied, err, e+2)
 	}
 	if st := status(t, s, "svc"); st.Open <= 50*time.Second || st.Probe != 0 || st.Epoch != e+2 {
 		t.Fatalf("after a failed probe: %+v; want open about a minute in epoch %d and no lease", st, e+2)
 	}
-	if _, applied, err := s.Resolve(ctx(t), "svc", "holder", e, classify.Success, 0); err != nil || applied {
+	if _, applied, err := s.Resolve(ctx(t), "svc", "holder", e, classify.Success, 0, store.Reason{}); err != nil || applied {
 		t.Fatalf("a second verdict from the same token: applied=%v err=%v; want refused", applied, err)
 	}
 
 	// A probe released with Ignore gives the lease back; a success closes
 	// and clears the run of failures.
 	s2 := h.New(t)
-	st, _, _ = s2.Open(ctx(t), "svc", 0, time.Millisecond)
+	st, _, _ = s2.Open(ctx(t), "svc", 0, time.Millisecond, store.Reason{})
 	e = st.Epoch
 	h.Advance(t, time.Millisecond)
 	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s2, "svc").Open == 0 })
 	if ok, _, _ := s2.AcquireProbe(ctx(t), "svc", "a", e, lease); !ok {
 		t.Fatal("AcquireProbe a")
 	}
-	if st, applied, err := s2.Resolve(ctx(t), "svc", "a", e, classify.Ignore, 0); err != nil || !applied || st.Epoch != e {
+	if st, applied, err := s2.Resolve(ctx(t), "svc", "a", e, classify.Ignore, 0, store.Reason{}); err != nil || !applied || st.Epoch != e {
 		t.Fatalf("Resolve ignore: %+v, %v, %v; want applied in the same epoch", st, applied, err)
 	}
 	if ok, _, err := s2.AcquireProbe(ctx(t), "svc", "b", e, lease); err != nil || !ok {
@@ -292,7 +391,7 @@ func verdicts(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	if st, applied, err := s2.Resolve(ctx(t), "svc", "b", e, classify.Success, 0); err != nil || !applied || st.Epoch != e+1 || st.Opened() {
+	if st, applied, err := s2.Resolve(ctx(t), "svc", "b", e, classify.Success, 0, store.Reason{}); err != nil || !applied || st.Epoch != e+1 || st.Opened() {
 		t.Fatalf("Resolve success: %+v, %v, %v; want applied, closed in epoch %d", st, applied, err, e+1)
 	}
 	if st := status(t, s2, "svc"); st != (store.Status{Epoch: e + 1}) {
@@ -310,7 +409,7 @@ func verdicts(t *testing.T, h Harness) {
 func epochs(t *testing.T, h Harness) {
 	s := h.New(t)
 	const lease = 300 * time.Millisecond
-	st, _, _ := s.Open(ctx(t), "svc", 0, time.Millisecond)
+	st, _, _ := s.Open(ctx(t), "svc", 0, time.Millisecond, store.Reason{})
 	e := st.Epoch
 	h.Advance(t, time.Millisecond)
 	eventually(t, h, time.Millisecond, "the open period ends", func() bool { return status(t, s, "svc").Open == 0 })
@@ -319,10 +418,10 @@ func epochs(t *testing.T, h Harness) {
 	}
 	// A replica that missed the opening trips in the old closed epoch:
 	// its opening is late and must not end the probe.
-	if st, opened, err := s.Open(ctx(t), "svc", e-1, time.Hour); err != nil || opened || st.Probe <= 0 || st.Epoch != e {
+	if st, opened, err := s.Open(ctx(t), "svc", e-1, time.Hour, store.Reason{}); err != nil || opened || st.Probe <= 0 || st.Epoch != e {
 		t.Fatalf("a late Open during a probe: %+v, opened=%v, %v; want refused, the lease intact", st, opened, err)
 	}
-	if _, applied, err := s.Resolve(ctx(t), "svc", "p", e, classify.Success, 0); err != nil || !applied {
+	if _, applied, err := s.Resolve(ctx(t), "svc", "p", e, classify.Success, 0, store.Reason{}); err != nil || !applied {
 		t.Fatalf("the probe's verdict after a late Open: %v, %v; want applied", applied, err)
 	}
 	// The data is lost (a restart, FLUSHALL): the store is behind.
@@ -344,7 +443,7 @@ func epochs(t *testing.T, h Harness) {
 	if st, err := lost.Reset(ctx(t), "svc"); err != nil || st != (store.Status{Epoch: 8}) {
 		t.Fatalf("Reset while probing: %+v, %v; want closed in epoch 8", st, err)
 	}
-	if _, applied, err := lost.Resolve(ctx(t), "svc", "r", 7, classify.Failure, time.Hour); err != nil || applied {
+	if _, applied, err := lost.Resolve(ctx(t), "svc", "r", 7, classify.Failure, time.Hour, store.Reason{}); err != nil || applied {
 		t.Fatalf("a verdict after a Reset: applied=%v, %v; want stale", applied, err)
 	}
 	if st, err := lost.Reset(ctx(t), "svc"); err != nil || st.Epoch != 10 {
@@ -409,7 +508,7 @@ func watch(t *testing.T, h Harness) {
 	deadline := time.Now().Add(5 * time.Second)
 	for attempt := 0; ; attempt++ {
 		ready := fmt.Sprintf("ready-%d", attempt)
-		if _, _, err := s.Open(ctx(t), ready, 0, time.Hour); err != nil {
+		if _, _, err := s.Open(ctx(t), ready, 0, time.Hour, store.Reason{}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -426,11 +525,11 @@ func watch(t *testing.T, h Harness) {
 		break
 	}
 	const lease = time.Minute
-	if _, _, err := s.Open(ctx(t), "svc", 0, time.Hour); err != nil {
+	if _, _, err := s.Open(ctx(t), "svc", 0, time.Hour, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
 	s2 := "svc2"
-	if _, _, err := s.Open(ctx(t), s2, 0, time.Millisecond); err != nil {
+	if _, _, err := s.Open(ctx(t), s2, 0, time.Millisecond, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
 	h.Advance(t, time.Millisecond)
@@ -438,16 +537,16 @@ func watch(t *testing.T, h Harness) {
 	if ok, _, err := s.AcquireProbe(ctx(t), s2, "x", 1, lease); err != nil || !ok {
 		t.Fatal("AcquireProbe", ok, err)
 	}
-	if _, _, err := s.Resolve(ctx(t), s2, "x", 1, classify.Ignore, 0); err != nil {
+	if _, _, err := s.Resolve(ctx(t), s2, "x", 1, classify.Ignore, 0, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _, err := s.AcquireProbe(ctx(t), s2, "x", 1, lease); err != nil || !ok {
 		t.Fatal("AcquireProbe", ok, err)
 	}
-	if _, _, err := s.Resolve(ctx(t), s2, "x", 1, classify.Success, 0); err != nil {
+	if _, _, err := s.Resolve(ctx(t), s2, "x", 1, classify.Success, 0, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Open(ctx(t), s2, 2, time.Millisecond); err != nil {
+	if _, _, err := s.Open(ctx(t), s2, 2, time.Millisecond, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
 	h.Advance(t, time.Millisecond)
@@ -455,7 +554,7 @@ func watch(t *testing.T, h Harness) {
 	if ok, _, err := s.AcquireProbe(ctx(t), s2, "y", 3, lease); err != nil || !ok {
 		t.Fatal("AcquireProbe", ok, err)
 	}
-	if _, _, err := s.Resolve(ctx(t), s2, "y", 3, classify.Failure, 2*time.Second); err != nil {
+	if _, _, err := s.Resolve(ctx(t), s2, "y", 3, classify.Failure, 2*time.Second, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ForceOpen(ctx(t), s2); err != nil {
@@ -514,7 +613,7 @@ func forceOpen(t *testing.T, h Harness) {
 	if st, err = s.ForceOpen(ctx(t), "f"); err != nil || st.Epoch != 1 || !st.Forced {
 		t.Fatalf("ForceOpen again: %+v, %v; want it unchanged in epoch 1", st, err)
 	}
-	if st, opened, err := s.Open(ctx(t), "f", 0, time.Millisecond); err != nil || opened || !st.Forced {
+	if st, opened, err := s.Open(ctx(t), "f", 0, time.Millisecond, store.Reason{}); err != nil || opened || !st.Forced {
 		t.Fatalf("Open from the epoch before: opened %v, %+v, %v; want it fenced", opened, st, err)
 	}
 	h.Advance(t, time.Hour) // no period ends a forcing
@@ -535,7 +634,7 @@ func forceOpen(t *testing.T, h Harness) {
 	}
 
 	// Forcing an opened breaker while a probe is out fences the probe.
-	if _, _, err := s.Open(ctx(t), "g", 0, time.Millisecond); err != nil {
+	if _, _, err := s.Open(ctx(t), "g", 0, time.Millisecond, store.Reason{}); err != nil {
 		t.Fatal(err)
 	}
 	h.Advance(t, time.Millisecond)
@@ -546,7 +645,7 @@ func forceOpen(t *testing.T, h Harness) {
 	if st, err = s.ForceOpen(ctx(t), "g"); err != nil || st.Epoch != 3 || !st.Forced || st.Probe != 0 {
 		t.Fatalf("ForceOpen while probing: %+v, %v; want forced in epoch 3 with no lease", st, err)
 	}
-	if st, applied, err := s.Resolve(ctx(t), "g", "p", 1, classify.Success, 0); err != nil || applied || !st.Forced {
+	if st, applied, err := s.Resolve(ctx(t), "g", "p", 1, classify.Success, 0, store.Reason{}); err != nil || applied || !st.Forced {
 		t.Fatalf("the fenced probe's success: applied %v, %+v, %v; want it stale", applied, st, err)
 	}
 	if got := status(t, s, "g"); !got.Forced || got.Epoch != 3 {

@@ -58,6 +58,16 @@ type card struct {
 	Buttons  []string          `json:"buttons"`
 	// Forced is whether the "forced" badge is visible.
 	Forced bool `json:"forced"`
+	// Why is the line that says why the breaker opened, if visible;
+	// WhyWidth and CardWidth are its width and its card's, in pixels.
+	Why       string  `json:"why"`
+	WhyWidth  float64 `json:"whyWidth"`
+	CardWidth float64 `json:"cardWidth"`
+	// DryRun is whether the "dry run" badge is visible.
+	DryRun bool `json:"dryRun"`
+	// ActionsVisible is whether the card's buttons are inside it, not cut
+	// off by its fixed height.
+	ActionsVisible bool `json:"actionsVisible"`
 }
 
 const readCards = `JSON.stringify(Array.from(document.querySelectorAll('#breakers .card:not([hidden])')).map((c) => ({
@@ -69,6 +79,11 @@ const readCards = `JSON.stringify(Array.from(document.querySelectorAll('#breaker
 	log: Array.from(c.querySelectorAll('.log li')).map((li) => li.textContent),
 	buttons: Array.from(c.querySelectorAll('button')).map((b) => b.textContent),
 	forced: c.querySelector('.pill.forced').checkVisibility(),
+	why: c.querySelector('.why').checkVisibility() ? c.querySelector('.why').textContent : '',
+	whyWidth: c.querySelector('.why').getBoundingClientRect().width,
+	cardWidth: c.getBoundingClientRect().width,
+	dryRun: c.querySelector('.pill.dry').checkVisibility(),
+	actionsVisible: !c.querySelector('.actions') || c.querySelector('.actions').getBoundingClientRect().bottom <= c.getBoundingClientRect().bottom,
 })))`
 
 func cards(t *testing.T, br *headless.Browser) map[string]card {
@@ -127,6 +142,7 @@ func TestBrowserShowsLiveBreakers(t *testing.T) {
 	assert.Equal(t, map[string]string{"calls": "4", "successes": "3", "failures": "1", "declined": "0"}, pay.Counters)
 	assert.Equal(t, []string{"Force open", "Reset"}, pay.Buttons)
 	assert.False(t, pay.Forced, "no forced badge")
+	assert.Empty(t, pay.Why, "closed: no why")
 
 	// The page updates itself when the breaker trips: no reload.
 	_, err = chromedp.Run(br.Ctx, chromedp.Evaluate[any](`window.notReloaded = true`))
@@ -141,6 +157,10 @@ func TestBrowserShowsLiveBreakers(t *testing.T) {
 	require.NotEmpty(t, pay.Log)
 	assert.Contains(t, pay.Log[0], "closed→open")
 	assert.Contains(t, pay.Log[0], "trip · failure")
+	assert.Equal(t, "service down", pay.Why, "the card says why it opened")
+	assert.LessOrEqual(t, pay.WhyWidth, pay.CardWidth, "the why line stays in its card")
+	assert.True(t, pay.ActionsVisible, "the buttons still fit in the card")
+	assert.False(t, pay.DryRun)
 	still, err := chromedp.Run(br.Ctx, chromedp.Evaluate[bool](`window.notReloaded === true`))
 	require.NoError(t, err)
 	assert.True(t, still, "the page was not reloaded")

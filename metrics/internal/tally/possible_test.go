@@ -85,7 +85,7 @@ var mirrorInputs = func() []input {
 				continue
 			}
 			in = append(in, input{fmt.Sprintf("mirror %v (forced %v)", st, forced), func(w *walker) (machine.Step, bool) {
-				return w.m.Mirror(w.m.Snapshot().Gen, st, time.Time{}, forced, time.Time{}, w.now)
+				return w.m.Mirror(w.m.Snapshot().Gen, st, time.Time{}, forced, time.Time{}, nil, w.now)
 			}})
 		}
 	}

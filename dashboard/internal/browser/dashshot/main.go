@@ -24,6 +24,7 @@ import (
 	"github.com/fusebox-go/fusebox/dashboard/internal/browser/headless"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
 )
 
 func main() {
@@ -44,7 +45,7 @@ func run(out string, width int) error {
 	if err != nil {
 		return err
 	}
-	defer s.m.Stop()
+	defer s.stop()
 	h, err := dashboard.New(s.m, dashboard.Options{Title: "checkout-service", Actions: true})
 	if err != nil {
 		return err
@@ -88,55 +89,92 @@ func run(out string, width int) error {
 	return nil
 }
 
-var errDown = errors.New("service down")
+// errs are what each breaker's dependency answers when it fails.
+var errs = map[string]error{
+	"payments":              errors.New("POST /v1/charges: context deadline exceeded"),
+	"inventory":             errors.New("fusebox: httpbreaker: the upstream answered 503 Service Unavailable"),
+	"search":                errors.New("dial tcp 10.0.4.7:9200: connect: connection refused"),
+	"recommendations":       errors.New("rpc error: code = Unavailable desc = connection reset by peer"),
+	"ledger-replica":        errors.New("replica lag 42s"),
+	"api.partner-7.example": errors.New("GET /quotes: 429 Too Many Requests"),
+}
 
-// scene is a manager on a fake clock with breakers in every state.
+// scene is a manager on a fake clock with breakers in every state, one of
+// them ("search") shared with another process of the fleet, web-7, and one
+// ("api.partner-7.example") in a dry run.
 type scene struct {
-	mock *clock.Mock
-	m    *manager.Manager
-	t0   time.Time
-	b    map[string]*manager.Breaker
+	mock  *clock.Mock
+	m     *manager.Manager
+	web7  *manager.Manager
+	t0    time.Time
+	b     map[string]*manager.Breaker
+	other *manager.Breaker // web-7's "search"
 }
 
 func newScene() (*scene, error) {
 	s := &scene{mock: clock.NewMock(), t0: time.Date(2026, 3, 14, 11, 58, 0, 0, time.UTC), b: map[string]*manager.Breaker{}}
 	s.mock.Set(s.t0)
-	s.m = manager.Start(manager.Options{Clock: s.mock})
+	s.m = manager.Start(manager.Options{Clock: s.mock, Name: "web-3"})
+	s.web7 = manager.Start(manager.Options{Clock: s.mock, Name: "web-7"})
+	fleet := store.NewMemory(s.mock)
+	searchCfg := manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: 20 * time.Second}, Store: fleet}
 	for _, r := range []struct {
 		name string
 		cfg  manager.Config
 	}{
 		{"payments", manager.Config{Strategy: breaker.Consecutive{Failures: 5}, Recover: recover.BasicTimeout{Open: 15 * time.Second}}},
 		{"inventory", manager.Config{Strategy: breaker.FailureRate{Rate: 0.5, Window: 20, MinCalls: 10}, Recover: recover.BasicTimeout{Open: 30 * time.Second}}},
-		{"search", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: 20 * time.Second}}},
+		{"search", searchCfg},
 		{"recommendations", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: 10 * time.Second, ProbeTimeout: 30 * time.Second}}},
 		{"ledger-replica", manager.Config{}},
-		{"api.partner-7.example", manager.Config{}},
+		{"api.partner-7.example", manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: time.Minute}, DryRun: true}},
 	} {
 		b, err := s.m.Register(r.name, r.cfg)
 		if err != nil {
-			s.m.Stop()
+			s.stop()
 			return nil, err
 		}
 		s.b[r.name] = b
 	}
+	other, err := s.web7.Register("search", searchCfg)
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.other = other
 	return s, nil
 }
 
-// at moves the fake clock to t0+sec and lets the manager fire its timers.
+func (s *scene) stop() {
+	s.m.Stop()
+	s.web7.Stop()
+}
+
+// at moves the fake clock to t0+sec and lets the managers fire their
+// timers and follow the fleet.
 func (s *scene) at(sec float64) {
 	s.mock.Set(s.t0.Add(time.Duration(sec * float64(time.Second))))
-	s.m.Sync()
+	s.sync()
+}
+
+func (s *scene) sync() {
+	for range 2 {
+		s.web7.Sync()
+		s.m.Sync()
+	}
 }
 
 // calls makes n calls through the named breaker, failing every one whose
 // index i has fail(i).
 func (s *scene) calls(name string, n int, fail func(i int) bool) {
-	b := s.b[name]
+	callsThrough(s.b[name], n, fail)
+}
+
+func callsThrough(b *manager.Breaker, n int, fail func(i int) bool) {
 	for i := range n {
 		_ = b.Do(context.Background(), func(context.Context) error {
 			if fail != nil && fail(i) {
-				return errDown
+				return errs[b.Name()]
 			}
 			return nil
 		})
@@ -177,8 +215,11 @@ func (s *scene) play() error {
 	}
 	s.calls("ledger-replica", 42, nil) // declined
 	s.at(95)
-	s.calls("search", 3, always) // trips
-	s.calls("search", 57, nil)   // declined
+	callsThrough(s.other, 3, always) // web-7's calls trip the fleet's search
+	s.sync()
+	s.calls("search", 57, nil)                  // declined
+	s.calls("api.partner-7.example", 3, always) // would trip: a dry run opens
+	s.calls("api.partner-7.example", 18, nil)   // and lets them through
 	s.at(100)
 	s.calls("recommendations", 3, always) // trips
 	s.calls("recommendations", 31, nil)   // declined
@@ -195,6 +236,6 @@ func (s *scene) play() error {
 	s.at(120)
 	s.calls("payments", 140, nil)
 	s.calls("api.partner-7.example", 25, nil)
-	s.m.Sync()
+	s.sync()
 	return nil
 }

@@ -68,7 +68,7 @@ var columns = []column{
 	{"STATE", state},
 	{"EPOCH", func(b redisstore.Breaker) string { return strconv.FormatUint(b.Epoch, 10) }},
 	{"PERIOD LEFT", period},
-	{"PROBE HELD BY", func(b redisstore.Breaker) string { return dash(b.Holder) }},
+	{"PROBE HELD BY", func(b redisstore.Breaker) string { return dash(b.HolderName()) }},
 	{"LEASE LEFT", func(b redisstore.Breaker) string {
 		if b.Holder == "" {
 			return "-"
@@ -88,6 +88,26 @@ var columns = []column{
 		}
 		return strconv.FormatInt(b.Processes, 10)
 	}},
+	// Last: the text is as long as the error it quotes.
+	{"WHY", func(b redisstore.Breaker) string { return dash(b.Reason.String()) }},
+}
+
+// why says who opened the breaker and why, with the counts that tripped
+// it while the store still holds them: "opened by web-7: dial tcp ...:
+// connection refused (5 consecutive failures)"; "" if the store does not
+// say.
+func why(b redisstore.Breaker) string {
+	s := b.Reason.String()
+	if s == "" {
+		return ""
+	}
+	switch {
+	case b.Window && b.Calls > 0:
+		s += fmt.Sprintf(" (%s in %s)", plural(b.Failures, "failure"), plural(b.Calls, "call"))
+	case !b.Window && b.Failures > 0:
+		s += " (" + plural(b.Failures, "consecutive failure") + ")"
+	}
+	return s
 }
 
 func dash(s string) string {
@@ -125,7 +145,7 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	probe := "none"
 	if b.Holder != "" {
-		probe = fmt.Sprintf("held by %s, %s left", b.Holder, human(b.Probe))
+		probe = fmt.Sprintf("held by %s, %s left", b.HolderName(), human(b.Probe))
 	}
 	counts := "none"
 	switch {
@@ -144,12 +164,16 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	if b.SlowStart > 0 {
 		slow = human(b.SlowStart) + " left (after a recovery: the fleet admits a growing share of calls)"
 	}
+	if len(b.Reporters) > 0 {
+		counts += ": " + strings.Join(b.Reporters, ", ")
+	}
 	for _, f := range [][2]string{
 		{"name", b.Name},
 		{"state", state(b)},
 		{"epoch", strconv.FormatUint(b.Epoch, 10)},
 		{"period left", period(b)},
 		{"slow start", slow},
+		{"why", dash(why(b))},
 		{"probe lease", probe},
 		{"counts", counts},
 		{"keys", keys},
@@ -169,11 +193,14 @@ func plural(n int64, what string) string {
 // breakerObject is a breaker in JSON: durations are milliseconds; calls
 // is absent for a consecutive policy.
 type breakerObject struct {
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	Epoch    uint64 `json:"epoch"`
-	OpenMS   int64  `json:"open_ms"`
-	Holder   string `json:"probe_holder,omitempty"`
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Epoch  uint64 `json:"epoch"`
+	OpenMS int64  `json:"open_ms"`
+	Holder string `json:"probe_holder,omitempty"`
+	// HeldBy is the name of the process holding the probe lease
+	// (manager.Options.Name); Holder is its token.
+	HeldBy   string `json:"probe_held_by,omitempty"`
 	ProbeMS  int64  `json:"probe_ms"`
 	Window   bool   `json:"window"`
 	Failures int64  `json:"failures"`
@@ -182,16 +209,23 @@ type breakerObject struct {
 	// recovery; absent when none runs.
 	SlowStartMS int64 `json:"slow_start_ms,omitempty"`
 	// Processes is how many processes the failures came from, under a
-	// quorum; absent without one.
-	Processes int64 `json:"processes,omitempty"`
+	// quorum, and Reporters their names; absent without one.
+	Processes int64    `json:"processes,omitempty"`
+	Reporters []string `json:"reporters,omitempty"`
+	// OpenedBy and Why say who opened the breaker (manager.Options.Name)
+	// and the text of the error that opened it; absent while closed or
+	// forced, or when the store does not say.
+	OpenedBy string `json:"opened_by,omitempty"`
+	Why      string `json:"why,omitempty"`
 }
 
 func breakerJSON(b redisstore.Breaker) breakerObject {
 	o := breakerObject{
 		Name: b.Name, State: state(b), Epoch: b.Epoch,
-		OpenMS: b.Open.Milliseconds(), Holder: b.Holder, ProbeMS: b.Probe.Milliseconds(),
+		OpenMS: b.Open.Milliseconds(), Holder: b.Holder, HeldBy: b.HolderName(), ProbeMS: b.Probe.Milliseconds(),
 		Window: b.Window, Failures: b.Failures, Processes: b.Processes,
 		SlowStartMS: b.SlowStart.Milliseconds(),
+		OpenedBy:    b.Reason.By, Why: b.Reason.Why, Reporters: b.Reporters,
 	}
 	if b.Window {
 		o.Calls = &b.Calls
@@ -199,19 +233,22 @@ func breakerJSON(b redisstore.Breaker) breakerObject {
 	return o
 }
 
-// changeObject is a change in JSON; at is when this process heard it.
+// changeObject is a change in JSON; at is when this process heard it;
+// opened_by and why, for an opening, who opened the breaker and why.
 type changeObject struct {
-	At     time.Time `json:"at"`
-	Kind   string    `json:"kind"`
-	Name   string    `json:"name"`
-	Epoch  uint64    `json:"epoch"`
-	OpenMS int64     `json:"open_ms"`
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Name     string    `json:"name"`
+	Epoch    uint64    `json:"epoch"`
+	OpenMS   int64     `json:"open_ms"`
+	OpenedBy string    `json:"opened_by,omitempty"`
+	Why      string    `json:"why,omitempty"`
 	// SlowStartMS is the slow start a closing began; absent for none.
 	SlowStartMS int64 `json:"slow_start_ms,omitempty"`
 }
 
 func changeJSON(at time.Time, c store.Change) changeObject {
-	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds(), SlowStartMS: c.SlowStart.Milliseconds()}
+	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds(), OpenedBy: c.Reason.By, Why: c.Reason.Why, SlowStartMS: c.SlowStart.Milliseconds()}
 }
 
 // writeJSON writes v as one line of JSON.
@@ -222,7 +259,7 @@ func writeJSON(w io.Writer, v any) {
 
 // A watch writes its lines as changes come, so it cannot align them with
 // a tabwriter: its columns have fixed widths, and the name, of any length,
-// comes last.
+// comes last, followed, for an opening, by who opened it and why.
 const changeFormat = "%-12s  %-8s  %-6s  %-11s  %s\n"
 
 func writeChangeHeader(w io.Writer) {
@@ -241,5 +278,9 @@ func writeChange(w io.Writer, at time.Time, c store.Change) {
 	case c.SlowStart > 0:
 		p = "slow " + human(c.SlowStart)
 	}
-	fmt.Fprintf(w, changeFormat, at.Format("15:04:05.000"), c.Kind, strconv.FormatUint(c.Epoch, 10), p, c.Name)
+	name := c.Name
+	if r := c.Reason.String(); r != "" {
+		name += "  (" + r + ")"
+	}
+	fmt.Fprintf(w, changeFormat, at.Format("15:04:05.000"), c.Kind, strconv.FormatUint(c.Epoch, 10), p, name)
 }

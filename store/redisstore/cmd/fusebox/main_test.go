@@ -79,8 +79,15 @@ type peer struct {
 // on a store of it, and stops both when the test ends.
 func startPeer(t *testing.T, client redis.UniversalClient, name string, cfg manager.Config) *peer {
 	t.Helper()
+	return startNamedPeer(t, client, "", name, cfg)
+}
+
+// startNamedPeer is startPeer for a process named process
+// (manager.Options.Name; "" for the default).
+func startNamedPeer(t *testing.T, client redis.UniversalClient, process, name string, cfg manager.Config) *peer {
+	t.Helper()
 	cfg.Store = redisstore.New(client, redisstore.Options{})
-	m := manager.Start(manager.Options{Logger: quiet})
+	m := manager.Start(manager.Options{Logger: quiet, Name: process})
 	b, err := m.Register(name, cfg)
 	if err != nil {
 		m.Stop()

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -26,18 +27,19 @@ func newClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
 
-// fleet starts n peers sharing the breaker name through the server at
-// addr.
+// fleet starts n peers, processes web-0, web-1, ..., sharing the breaker
+// name through the server at addr.
 func fleet(t *testing.T, addr, name string, n int, cfg manager.Config) []*peer {
 	var ps []*peer
-	for range n {
-		ps = append(ps, startPeer(t, newClient(addr), name, cfg))
+	for i := range n {
+		ps = append(ps, startNamedPeer(t, newClient(addr), fmt.Sprintf("web-%d", i), name, cfg))
 	}
 	return ps
 }
 
 // A breaker tripped by one process of three shows as open, with its
-// epoch and what is left of its period; its show says the same in full.
+// epoch, what is left of its period, and who opened it and why; its show
+// says the same in full.
 func TestListOpen(t *testing.T) {
 	srv := redistest.Start(t)
 	ps := fleet(t, srv.Addr(), "payments", 3, manager.Config{
@@ -48,20 +50,22 @@ func TestListOpen(t *testing.T) {
 
 	r := fusebox("-redis", srv.Addr(), "list")
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
-	assert.Equal(t, []string{"NAME", "STATE", "EPOCH", "PERIOD", "LEFT", "PROBE", "HELD", "BY", "LEASE", "LEFT", "FAILURES", "CALLS", "PROCESSES"}, strings.Fields(lines(r.stdout)[0]), "the header")
+	assert.Equal(t, []string{"NAME", "STATE", "EPOCH", "PERIOD", "LEFT", "PROBE", "HELD", "BY", "LEASE", "LEFT", "FAILURES", "CALLS", "PROCESSES", "WHY"}, strings.Fields(lines(r.stdout)[0]), "the header")
 	f := row(r.stdout, "payments")
 	require.NotNil(t, f, "a line for payments in\n%s", r.stdout)
 	assert.Equal(t, []string{"payments", "open", "1"}, f[:3], "name, state, epoch")
 	left, err := time.ParseDuration(f[3])
 	require.NoError(t, err, "the period left, %q", f[3])
 	assert.True(t, left > 50*time.Second && left <= time.Minute, "the period left, %v, is nearly the minute it opened for", left)
-	assert.Equal(t, []string{"-", "-", "3", "-", "-"}, f[4:], "no lease; the three failures that tripped it; no quorum")
+	assert.Equal(t, []string{"-", "-", "3", "-", "-"}, f[4:9], "no lease; the three failures that tripped it; no quorum")
+	assert.Equal(t, "opened by web-0: boom", strings.Join(f[9:], " "), "who opened it, and why")
 
 	r = fusebox("-redis", srv.Addr(), "show", "payments")
 	require.Equal(t, 0, r.code, "show: %s", r.stderr)
 	assert.Regexp(t, `(?m)^state +open$`, r.stdout)
 	assert.Regexp(t, `(?m)^epoch +1$`, r.stdout)
 	assert.Regexp(t, `(?m)^period left +(5\d(\.\d)?s|1m)$`, r.stdout)
+	assert.Regexp(t, `(?m)^why +opened by web-0: boom \(3 consecutive failures\)$`, r.stdout)
 	assert.Regexp(t, `(?m)^probe lease +none$`, r.stdout)
 	assert.Regexp(t, `(?m)^counts +3 consecutive failures$`, r.stdout)
 	assert.Regexp(t, `(?m)^keys +fusebox:\{payments\}:\*$`, r.stdout)
@@ -70,13 +74,14 @@ func TestListOpen(t *testing.T) {
 	require.Equal(t, 0, r.code, "show -json: %s", r.stderr)
 	var o breakerObject
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &o), "one JSON object: %s", r.stdout)
-	assert.Equal(t, breakerObject{Name: "payments", State: "open", Epoch: 1, OpenMS: o.OpenMS, Failures: 3}, o)
+	assert.Equal(t, breakerObject{Name: "payments", State: "open", Epoch: 1, OpenMS: o.OpenMS, Failures: 3, OpenedBy: "web-0", Why: "boom"}, o)
 	assert.Greater(t, o.OpenMS, int64(50_000))
 }
 
 // A breaker whose period is over shows as half_open; once a process takes
-// the probe, as probing, with the lease's holder (the token in the store)
-// and what is left of the lease; the probe's success closes it.
+// the probe, as probing, with the lease's holder (the process's name, the
+// start of the token in the store) and what is left of the lease; the
+// probe's success closes it.
 func TestListProbing(t *testing.T) {
 	srv := redistest.Start(t)
 	ps := fleet(t, srv.Addr(), "payments", 3, manager.Config{
@@ -99,8 +104,10 @@ func TestListProbing(t *testing.T) {
 		probe = p
 		return true
 	})
-	holder, err := newClientFor(t, srv.Addr()).Get(context.Background(), "fusebox:{payments}:probe").Result()
+	token, err := newClientFor(t, srv.Addr()).Get(context.Background(), "fusebox:{payments}:probe").Result()
 	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(token, "web-1/"), "the lease's token %q starts with its holder's name", token)
+	const holder = "web-1"
 
 	r := fusebox("-redis", srv.Addr(), "list")
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
@@ -212,6 +219,8 @@ func TestWatch(t *testing.T) {
 				require.NoError(t, json.Unmarshal([]byte(got[1]), &o))
 				assert.Equal(t, "opened", o.Kind)
 				assert.Equal(t, "payments", o.Name)
+				assert.Equal(t, "web-0", o.OpenedBy)
+				assert.Equal(t, "boom", o.Why)
 				assert.InDelta(t, 30_000, o.OpenMS, 1000, "the period it opened for, in milliseconds")
 				assert.WithinDuration(t, time.Now(), o.At, 10*time.Second)
 				return
@@ -219,7 +228,7 @@ func TestWatch(t *testing.T) {
 			require.Len(t, got, 3, "a header, a reset and an opening:\n%s", out.String())
 			assert.Equal(t, []string{"TIME", "KIND", "EPOCH", "PERIOD", "NAME"}, strings.Fields(got[0]))
 			assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} +reset +\d+ +- +payments$`, got[1])
-			assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} +opened +\d+ +30s +payments$`, got[2])
+			assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} +opened +\d+ +30s +payments  \(opened by web-0: boom\)$`, got[2])
 		})
 	}
 }
@@ -306,13 +315,14 @@ func TestListProcessesInTheCount(t *testing.T) {
 	f := row(r.stdout, "search")
 	require.NotNil(t, f, "a line for search in\n%s", r.stdout)
 	assert.Equal(t, []string{"search", "closed"}, f[:2], "the fleet is closed")
-	assert.Equal(t, "1", f[len(f)-1], "the failures come from one process")
+	assert.Equal(t, "1", f[8], "the failures come from one process")
+	assert.Equal(t, "-", f[9], "the fleet is closed: no opener")
 
 	err := ps[1].b.Do(context.Background(), func(context.Context) error { return errBoom })
 	require.ErrorIs(t, err, errBoom)
 	r = fusebox("-redis", srv.Addr(), "show", "search")
 	require.Equal(t, 0, r.code, "show: %s", r.stderr)
-	assert.Regexp(t, `(?m)^counts +\d+ consecutive failures, from 2 processes$`, r.stdout)
+	assert.Regexp(t, `(?m)^counts +\d+ consecutive failures, from 2 processes: web-0, web-1$`, r.stdout)
 }
 
 // interrupt cancels a watch's context, as SIGINT does, and checks that the
