@@ -26,7 +26,6 @@ type Breaker struct {
 	slowCall    atomic.Int64 // Config.SlowCall, a time.Duration: a call this long is a failure; zero: calls are not timed
 	mgr         *Manager
 	truth       truth                     // where its state is decided: theLocal, or *shared
-	fleet       *shared                   // the loop's side of a shared breaker; nil for a local one
 	durations   atomic.Pointer[durations] // nil unless Config.TimeCalls
 	stats       stripe.Counters
 
@@ -315,6 +314,14 @@ func (b *Breaker) slowErr(err error, took time.Duration) error {
 //go:noinline
 func (b *Breaker) slowCallError(took time.Duration) error {
 	return &SlowCallError{Took: took, SlowCall: time.Duration(b.slowCall.Load())}
+}
+
+// fleet returns the loop's side of a shared breaker (*shared), or nil for
+// a local one. Only the loop asks, for what it applied, joining and
+// leaving a store's hub, and Stats: never the call path.
+func (b *Breaker) fleet() *shared {
+	sh, _ := b.truth.(*shared)
+	return sh
 }
 
 // trip opens the closed breaker of generation gen because of a call with

@@ -197,7 +197,7 @@ func (m *Manager) apply(n note) {
 		m.slowStartTicks(b, s.Gen, s.At)
 	}
 	m.emitKind(b, s, n.kind, until)
-	if sh := b.fleet; sh != nil {
+	if sh := b.fleet(); sh != nil {
 		if !m.faulted(b) {
 			sh.applied(n, d)
 		}
@@ -261,7 +261,7 @@ func (m *Manager) register(req registerReq) {
 	b.recState = st
 	b.nextGen = b.mach.Snapshot().Gen + 1
 	b.last = breaker.Closed
-	if sh := b.fleet; sh != nil {
+	if sh := b.fleet(); sh != nil {
 		m.attach(sh)
 	}
 	m.mu.Lock()

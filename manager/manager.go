@@ -272,7 +272,7 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		if sh, err = newShared(b, name, cfg); err != nil {
 			return nil, err
 		}
-		b.truth, b.fleet, b.hearsAll = sh, sh, true
+		b.truth, b.hearsAll = sh, true
 	}
 	if p := guard(func() { err = b.mach.InitSlow(name, cfg.Strategy, cfg.SlowStart, m.clk.Now()) }); p != nil {
 		err = fmt.Errorf("%T.NewCounter panicked: %v", cfg.Strategy, p.value)

@@ -51,7 +51,7 @@ func (m *Manager) remove(req removeReq) {
 	m.mu.Unlock()
 	b.early = nil
 	m.timers.drop(b)
-	if sh := b.fleet; sh != nil {
+	if sh := b.fleet(); sh != nil {
 		m.detach(sh)
 	}
 	s := b.mach.Snapshot()

@@ -473,11 +473,10 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 // decline declines the caller that won the local probe: another process
 // probes, the fleet moved on, or the breaker fails closed.
 func (sh *shared) decline(b *Breaker) (Permit, error) {
-	b.stats.Add(statDeclined)
 	if s := b.mach.Snapshot(); s.Err != nil {
-		return Permit{}, s.Err
+		return b.decline(s.Err)
 	}
-	return Permit{}, &breaker.OpenError{Name: b.Name(), State: breaker.Probing}
+	return b.decline(&breaker.OpenError{Name: b.Name(), State: breaker.Probing})
 }
 
 // endProbe ends the probe of ticket t with outcome o. A success's or an

@@ -156,7 +156,7 @@ func (b *Breaker) Stats() Stats {
 	if h := b.durations.Load(); h != nil {
 		st.Durations = h.read()
 	}
-	if sh := b.fleet; sh != nil {
+	if sh := b.fleet(); sh != nil {
 		st = sh.link(st)
 	}
 	return st

@@ -456,3 +456,11 @@ func TestGettingStartedRemove(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, b.Stats().Calls)
 }
+
+func gsSlowStart(m *manager.Manager) (*manager.Breaker, error) {
+	b, err := m.Register("db", manager.Config{
+		// After a recovery: 10 % of the calls 1s later, 50 % after 5s, all after 10s.
+		SlowStart: 10 * time.Second,
+	})
+	return b, err
+}

@@ -187,3 +187,12 @@ func TestInitPanicFailsRegister(t *testing.T) {
 	assert.ErrorContains(t, err, `fusebox: register breaker "search": Config.Recover:`)
 	assert.ErrorContains(t, err, "panicked: no")
 }
+
+// rcSlowStart is the guide's Recover with a slow start after each recovery.
+func rcSlowStart() manager.Config {
+	cfg := manager.Config{
+		Recover:   recover.Exponential{Initial: time.Second, Max: time.Minute},
+		SlowStart: 30 * time.Second, // back to full traffic over 30s after each recovery
+	}
+	return cfg
+}
