@@ -2,6 +2,7 @@ package manager
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,31 @@ type Event struct {
 	// they happened between that event and this one. Zero when none was
 	// lost.
 	Missed uint64
+}
+
+// String returns the event as a line of a log says it: the breaker's
+// name and, for a transition, the change of state and its cause
+// ("payments: closed->open (trip)"); for an event of another kind, which
+// has no transition, the kind ("payments: store_lost"). Events lost
+// before it to a full buffer are counted at the end ("3 missed before").
+func (e Event) String() string {
+	var b strings.Builder
+	b.WriteString(e.Name)
+	b.WriteString(": ")
+	if e.Kind == EventTransition {
+		b.WriteString(e.Transition.String())
+		b.WriteString(" (")
+		b.WriteString(e.Cause.String())
+		b.WriteString(")")
+	} else {
+		b.WriteString(e.Kind.String())
+	}
+	if e.Missed > 0 {
+		b.WriteString(", ")
+		b.WriteString(strconv.FormatUint(e.Missed, 10))
+		b.WriteString(" missed before")
+	}
+	return b.String()
 }
 
 // defaultSubscribeBuffer is the buffer of a subscription asked for with a
