@@ -13,6 +13,11 @@ var ErrStopped = errors.New("fusebox: manager stopped")
 // breaker with a new handle; the old handle stays removed.
 var ErrRemoved = errors.New("fusebox: breaker removed")
 
+// ErrNotStarted is returned by Register, and is the value every other
+// method panics with, when the Manager was not made by Start (a zero
+// Manager, say): it has no goroutine to serve it. Make one with Start.
+var ErrNotStarted = errors.New("fusebox: this manager.Manager was not made by manager.Start: make one with manager.Start(manager.Options{})")
+
 // ErrDuplicate is matched, with errors.Is, by the error Register returns for
 // a name that is already registered.
 var ErrDuplicate = errors.New("fusebox: a breaker with this name is already registered")

@@ -179,6 +179,7 @@ type subscribeReq struct {
 // Stop, does nothing. Subscribing to a stopped manager returns a closed
 // channel.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
+	m.started()
 	sub := m.subscribeBuffer(buffer)
 	var once sync.Once
 	return sub.ch, func() { once.Do(func() { m.unsubscribeSub(sub) }) }

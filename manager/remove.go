@@ -23,6 +23,7 @@ type removeReq struct {
 //
 // Once the manager has stopped, Remove does nothing and returns false.
 func (m *Manager) Remove(name string) bool {
+	m.started()
 	req := removeReq{name: name, reply: make(chan bool, 1)}
 	select {
 	case m.removec <- req:
