@@ -158,7 +158,7 @@ func (b *Breaker) halted(s *machine.Snapshot) (Permit, error) {
 		b.stats.Add(statUnprotected)
 		return Permit{b: b}, nil
 	}
-	return Permit{}, haltedErr(s)
+	return Permit{}, b.haltedErr(s)
 }
 
 // Release reports the result of the call, classified by the breaker's
@@ -339,7 +339,7 @@ func (b *Breaker) ForceOpen() error {
 	if ok {
 		b.mgr.notify(b, step)
 	} else if s := b.mach.Snapshot(); s.Halted {
-		return haltedErr(s)
+		return b.haltedErr(s)
 	}
 	return nil
 }
@@ -363,7 +363,7 @@ func (b *Breaker) Reset() error {
 	if ok {
 		b.mgr.notify(b, step)
 	} else if s := b.mach.Snapshot(); s.Halted {
-		return haltedErr(s)
+		return b.haltedErr(s)
 	}
 	return nil
 }
@@ -374,12 +374,4 @@ func (b *Breaker) Reset() error {
 // nil context").
 func (b *Breaker) misuse(method string, err error) error {
 	return &prefixedError{prefix: fmt.Sprintf("fusebox: breaker %q: %s: ", b.Name(), method), err: err}
-}
-
-// haltedErr is what a call through a breaker out of service gets.
-func haltedErr(s *machine.Snapshot) error {
-	if s.Removed {
-		return ErrRemoved
-	}
-	return ErrStopped
 }

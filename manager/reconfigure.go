@@ -56,7 +56,7 @@ type reconfigureReq struct {
 // manager runs (Recover.Init, Recover.Timeout).
 func (b *Breaker) Reconfigure(cfg Config) error {
 	if s := b.mach.Snapshot(); s.Halted {
-		return haltedErr(s)
+		return b.haltedErr(s)
 	}
 	name := b.Name()
 	custom := cfg.Classify

@@ -1,6 +1,10 @@
 package manager
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/fusebox-go/fusebox/internal/machine"
+)
 
 type removeReq struct {
 	name  string
@@ -57,4 +61,12 @@ func (m *Manager) remove(req removeReq) {
 	m.publish(b, Event{Kind: EventRemoved, Name: req.name, At: m.clk.Now(), Gen: s.Gen})
 	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
 	req.reply <- true
+}
+
+// haltedErr is what a call through b gets once it is out of service.
+func (b *Breaker) haltedErr(s *machine.Snapshot) error {
+	if s.Removed {
+		return ErrRemoved
+	}
+	return ErrStopped
 }
