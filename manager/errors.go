@@ -7,9 +7,9 @@ import "errors"
 // often.
 var ErrStopped = errors.New("fusebox: manager stopped")
 
-// ErrRemoved is returned by every call through the handle of a breaker that
-// Manager.Remove removed: Acquire, Do, Call, ForceOpen, Reset and
-// Reconfigure. A breaker registered again under the same name is a new
+// ErrRemoved is matched, with errors.Is, by the error of every call through
+// the handle of a breaker that Manager.Remove removed: Acquire, Do, Call,
+// ForceOpen, Reset and Reconfigure. That error names the breaker. A breaker registered again under the same name is a new
 // breaker with a new handle; the old handle stays removed.
 var ErrRemoved = errors.New("fusebox: breaker removed")
 

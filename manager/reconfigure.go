@@ -97,7 +97,7 @@ func (b *Breaker) setClassifier(fn classify.Classifier, nilSucceeds bool) {
 func (m *Manager) reconfigure(req reconfigureReq) {
 	b, cfg := req.b, req.cfg
 	if b.removed {
-		req.reply <- ErrRemoved
+		req.reply <- removedError{name: b.Name()}
 		return
 	}
 	name := b.Name()

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/fusebox-go/fusebox/internal/machine"
@@ -66,7 +67,19 @@ func (m *Manager) remove(req removeReq) {
 // haltedErr is what a call through b gets once it is out of service.
 func (b *Breaker) haltedErr(s *machine.Snapshot) error {
 	if s.Removed {
-		return ErrRemoved
+		return removedError{name: b.Name()}
 	}
 	return ErrStopped
 }
+
+// removedError is ErrRemoved for one breaker, which it names: a program
+// that removes breakers has more than one, and a log line of a call that
+// failed must say which.
+type removedError struct{ name string }
+
+func (e removedError) Error() string {
+	return fmt.Sprintf("fusebox: breaker %q removed (Manager.Remove): this handle stays removed; a breaker registered again under the name has a new one", e.name)
+}
+
+// Is reports whether target is ErrRemoved.
+func (e removedError) Is(target error) bool { return target == ErrRemoved }
