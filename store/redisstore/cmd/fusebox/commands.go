@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,18 +65,30 @@ func (c *cli) run(ctx context.Context, command, name string) error {
 	return c.explain(err)
 }
 
-// reach pings Redis, so that a server that cannot be reached is reported
-// as that, with its address, rather than as the first command's failure.
+// reach pings Redis, so that a server that cannot be reached, or that is
+// not Redis, is reported as that, with its address, rather than as the
+// first command's failure.
 func (c *cli) reach(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := c.client.Ping(ctx).Err(); err != nil {
+		if notRedis(err) {
+			return fmt.Errorf("the server %s is not a Redis server: its reply is not in Redis's protocol (is it the right port?): %w", c.target.at, err)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %v (-timeout)", c.timeout)
 		}
 		return fmt.Errorf("%s unreachable %s: %w", c.target.what, c.target.at, err)
 	}
 	return nil
+}
+
+// notRedis reports whether err is go-redis's failure to read a reply in
+// Redis's protocol: what it says of a server of another kind, such as an
+// HTTP server, which answers its HELLO with "HTTP/1.1 400 Bad Request".
+func notRedis(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "redis: can't parse") || strings.HasPrefix(msg, "redis: invalid reply")
 }
 
 // explain adds to a command's error where it went wrong.
