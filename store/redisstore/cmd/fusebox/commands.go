@@ -59,6 +59,8 @@ func (c *cli) run(ctx context.Context, command, name string) error {
 			"either no process has reported a failure of it lately, or the name is wrong; if it is wrong, fusebox reset %[1]q lifts the force-open")
 	case "reset":
 		err = c.act(ctx, name, "reset", c.st.Reset, "it was closed for the fleet already")
+	case "forget":
+		err = c.forget(ctx, name)
 	default:
 		err = fmt.Errorf("unknown command %q", command)
 	}
@@ -163,6 +165,31 @@ func (c *cli) act(ctx context.Context, name, command string, do func(context.Con
 	if !known {
 		fmt.Fprintf(c.stderr, "fusebox: note: the store held nothing of %q before: "+unknown+"\n", name)
 	}
+	return nil
+}
+
+// forget deletes every key of the breaker name, and says how many: a name
+// the store held nothing of is an error, as for show.
+func (c *cli) forget(ctx context.Context, name string) error {
+	n, err := c.st.Forget(ctx, name)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errNoBreaker{name}
+	}
+	if c.json {
+		writeJSON(c.stdout, struct {
+			Name    string `json:"name"`
+			Deleted int    `json:"deleted"`
+		}{name, n})
+		return nil
+	}
+	keys := "keys"
+	if n == 1 {
+		keys = "key"
+	}
+	fmt.Fprintf(c.stdout, "forgot %q: %d %s deleted\n", name, n, keys)
 	return nil
 }
 
