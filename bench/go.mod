@@ -1,5 +1,8 @@
 module github.com/fusebox-go/fusebox/bench
 
+// Measurement only, imported by no module: it requires the newest releases
+// of fusebox's dependencies and of the peer libraries it compares
+// (go-redis v9.23.0 declares go 1.26).
 go 1.26.0
 
 require (

@@ -1,5 +1,11 @@
 module github.com/fusebox-go/fusebox/examples
 
+// The examples are programs to read and run, which no module imports:
+// they require the newest releases of go-redis, grpc-go and bbolt (some
+// declare go 1.26). In the workspace the newest requirement of any module
+// wins, so the tests of the store, gRPC and bbolt modules run on those;
+// the modules themselves require the oldest that give what they use (see
+// their go.mod), on which CI vets each outside the workspace.
 go 1.26.0
 
 require (

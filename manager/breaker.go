@@ -206,7 +206,7 @@ func (b *Breaker) halted(s *machine.Snapshot) (Permit, error) {
 		b.stats.Add(statUnprotected)
 		return Permit{b: b}, nil
 	}
-	return Permit{}, haltedErr(s)
+	return Permit{}, b.haltedErr(s)
 }
 
 // Release reports the result of the call, classified by the breaker's
@@ -415,7 +415,7 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 func (b *Breaker) ForceOpen() error {
 	b.truth.forceOpen(b)
 	if s := b.mach.Snapshot(); s.Halted {
-		return haltedErr(s)
+		return b.haltedErr(s)
 	}
 	return nil
 }
@@ -443,7 +443,7 @@ func (b *Breaker) forceOpen() {
 func (b *Breaker) Reset() error {
 	b.truth.reset(b)
 	if s := b.mach.Snapshot(); s.Halted {
-		return haltedErr(s)
+		return b.haltedErr(s)
 	}
 	return nil
 }
@@ -461,12 +461,4 @@ func (b *Breaker) reset() {
 // nil context").
 func (b *Breaker) misuse(method string, err error) error {
 	return &prefixedError{prefix: fmt.Sprintf("fusebox: breaker %q: %s: ", b.Name(), method), err: err}
-}
-
-// haltedErr is what a call through a breaker out of service gets.
-func haltedErr(s *machine.Snapshot) error {
-	if s.Removed {
-		return ErrRemoved
-	}
-	return ErrStopped
 }

@@ -26,11 +26,16 @@ func (e *SlowCallError) Error() string {
 // often.
 var ErrStopped = errors.New("fusebox: manager stopped")
 
-// ErrRemoved is returned by every call through the handle of a breaker that
-// Manager.Remove removed: Acquire, Do, Call, ForceOpen, Reset and
-// Reconfigure. A breaker registered again under the same name is a new
+// ErrRemoved is matched, with errors.Is, by the error of every call through
+// the handle of a breaker that Manager.Remove removed: Acquire, Do, Call,
+// ForceOpen, Reset and Reconfigure. That error names the breaker. A breaker registered again under the same name is a new
 // breaker with a new handle; the old handle stays removed.
 var ErrRemoved = errors.New("fusebox: breaker removed")
+
+// ErrNotStarted is returned by Register, and is the value every other
+// method panics with, when the Manager was not made by Start (a zero
+// Manager, say): it has no goroutine to serve it. Make one with Start.
+var ErrNotStarted = errors.New("fusebox: this manager.Manager was not made by manager.Start: make one with manager.Start(manager.Options{})")
 
 // ErrDuplicate is matched, with errors.Is, by the error Register returns for
 // a name that is already registered.

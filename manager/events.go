@@ -2,6 +2,7 @@ package manager
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,6 +93,31 @@ type Event struct {
 	Missed uint64
 }
 
+// String returns the event as a line of a log says it: the breaker's
+// name and, for a transition, the change of state and its cause
+// ("payments: closed->open (trip)"); for an event of another kind, which
+// has no transition, the kind ("payments: store_lost"). Events lost
+// before it to a full buffer are counted at the end ("3 missed before").
+func (e Event) String() string {
+	var b strings.Builder
+	b.WriteString(e.Name)
+	b.WriteString(": ")
+	if e.Kind == EventTransition {
+		b.WriteString(e.Transition.String())
+		b.WriteString(" (")
+		b.WriteString(e.Cause.String())
+		b.WriteString(")")
+	} else {
+		b.WriteString(e.Kind.String())
+	}
+	if e.Missed > 0 {
+		b.WriteString(", ")
+		b.WriteString(strconv.FormatUint(e.Missed, 10))
+		b.WriteString(" missed before")
+	}
+	return b.String()
+}
+
 // defaultSubscribeBuffer is the buffer of a subscription asked for with a
 // buffer below 1.
 const defaultSubscribeBuffer = 64
@@ -161,6 +187,7 @@ type subscribeReq struct {
 // Stop, does nothing. Subscribing to a stopped manager returns a closed
 // channel.
 func (m *Manager) Subscribe(buffer int) (<-chan Event, func()) {
+	m.started()
 	sub := m.subscribeBuffer(buffer)
 	var once sync.Once
 	return sub.ch, func() { once.Do(func() { m.unsubscribeSub(sub) }) }

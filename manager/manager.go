@@ -128,7 +128,8 @@ type registerReq struct {
 // Manager runs a set of named breakers. Create one with Start and stop it
 // with Stop. All its methods are safe for concurrent use, except that none
 // may be called from a callback the manager itself runs (Recover.Init and
-// Recover.Timeout).
+// Recover.Timeout). The zero Manager is not usable: its Register returns
+// ErrNotStarted, and its other methods panic with it.
 type Manager struct {
 	name        string // Options.Name: names the process to stores
 	nameErr     error  // why Options.Name is refused, or nil
@@ -240,8 +241,23 @@ func newManager(opts Options) *Manager {
 	return m
 }
 
+// started panics with ErrNotStarted if m was not made by Start: with no
+// loop to serve it, a method would wait for good, or fail later with a
+// message that blames something else.
+func (m *Manager) started() {
+	if !m.made() {
+		panic(ErrNotStarted)
+	}
+}
+
+// made reports whether m was made by Start (or newManager).
+func (m *Manager) made() bool { return m != nil && m.done != nil }
+
 // Clock returns the manager's clock.
-func (m *Manager) Clock() clock.Clock { return m.clk }
+func (m *Manager) Clock() clock.Clock {
+	m.started()
+	return m.clk
+}
 
 // elapsed is the time since the manager started, on its clock: monotonic
 // with the real clock, so that a call's duration is the difference of two.
@@ -255,9 +271,13 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // (errors.Is(err, ErrDuplicate)), if the strategy's or the recovery
 // policy's options are invalid or out of range (a *breaker.ConfigError
 // names the field), if a callback of the Config panics while it is
-// checked, or if the manager has stopped (errors.Is(err, ErrStopped)). It
-// never panics.
+// checked, if the manager has stopped (errors.Is(err, ErrStopped)), or if
+// it was not made by Start (errors.Is(err, ErrNotStarted)). It never
+// panics.
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
+	if !m.made() {
+		return nil, registerFailed(name, ErrNotStarted)
+	}
 	custom := cfg.Classify
 	cfg, err := validateConfig(opRegister, name, cfg)
 	if err != nil {
@@ -314,6 +334,7 @@ func awaitReply[T any](m *Manager, reply <-chan T, stopped T) T {
 
 // Breaker returns the breaker registered under name.
 func (m *Manager) Breaker(name string) (*Breaker, bool) {
+	m.started()
 	m.mu.RLock()
 	b, ok := m.byName[name]
 	m.mu.RUnlock()
@@ -323,6 +344,7 @@ func (m *Manager) Breaker(name string) (*Breaker, bool) {
 // Breakers returns every registered breaker, in the order they were
 // registered.
 func (m *Manager) Breakers() []*Breaker {
+	m.started()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return append([]*Breaker(nil), m.list...)
@@ -348,6 +370,7 @@ func (m *Manager) Breakers() []*Breaker {
 // after a pause on the clock, which Sync does not wait for. After Stop,
 // Sync returns at once.
 func (m *Manager) Sync() {
+	m.started()
 	for {
 		// Once no call is in flight, the results of all of them are
 		// in the loop's channel, and the turn drains them. A call the
@@ -385,6 +408,7 @@ func (m *Manager) syncLoop() {
 // closed, and no goroutine of the manager is left. Calling Stop more than
 // once, or after the manager stopped itself, does nothing more.
 func (m *Manager) Stop() {
+	m.started()
 	m.stopOnce.Do(func() { close(m.quit) })
 	<-m.done
 	m.failingOpen.Store(false)
@@ -392,7 +416,10 @@ func (m *Manager) Stop() {
 
 // Done returns a channel that is closed once the manager has stopped, by
 // Stop or because its callbacks panicked too often.
-func (m *Manager) Done() <-chan struct{} { return m.done }
+func (m *Manager) Done() <-chan struct{} {
+	m.started()
+	return m.done
+}
 
 // notify hands a transition made on a caller's goroutine to the manager.
 func (m *Manager) notify(b *Breaker, s machine.Step) { m.send(note{b: b, step: s}) }

@@ -60,7 +60,7 @@ type reconfigureReq struct {
 // manager runs (Recover.Init, Recover.Timeout).
 func (b *Breaker) Reconfigure(cfg Config) error {
 	if s := b.mach.Snapshot(); s.Halted {
-		return haltedErr(s)
+		return b.haltedErr(s)
 	}
 	name := b.Name()
 	custom := cfg.Classify
@@ -101,7 +101,7 @@ func (b *Breaker) setClassifier(fn classify.Classifier, nilSucceeds bool) {
 func (m *Manager) reconfigure(req reconfigureReq) {
 	b, cfg := req.b, req.cfg
 	if b.removed {
-		req.reply <- ErrRemoved
+		req.reply <- removedError{name: b.Name()}
 		return
 	}
 	name := b.Name()

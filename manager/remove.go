@@ -1,6 +1,11 @@
 package manager
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/fusebox-go/fusebox/internal/machine"
+)
 
 type removeReq struct {
 	name  string
@@ -23,6 +28,7 @@ type removeReq struct {
 //
 // Once the manager has stopped, Remove does nothing and returns false.
 func (m *Manager) Remove(name string) bool {
+	m.started()
 	req := removeReq{name: name, reply: make(chan bool, 1)}
 	select {
 	case m.removec <- req:
@@ -59,3 +65,23 @@ func (m *Manager) remove(req removeReq) {
 	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
 	req.reply <- true
 }
+
+// haltedErr is what a call through b gets once it is out of service.
+func (b *Breaker) haltedErr(s *machine.Snapshot) error {
+	if s.Removed {
+		return removedError{name: b.Name()}
+	}
+	return ErrStopped
+}
+
+// removedError is ErrRemoved for one breaker, which it names: a program
+// that removes breakers has more than one, and a log line of a call that
+// failed must say which.
+type removedError struct{ name string }
+
+func (e removedError) Error() string {
+	return fmt.Sprintf("fusebox: breaker %q removed (Manager.Remove): this handle stays removed; a breaker registered again under the name has a new one", e.name)
+}
+
+// Is reports whether target is ErrRemoved.
+func (e removedError) Is(target error) bool { return target == ErrRemoved }

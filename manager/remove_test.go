@@ -279,3 +279,36 @@ func BenchmarkRegisterRemove(b *testing.B) {
 		i++
 	}
 }
+
+// The error of a call through a removed breaker names it, and still
+// matches ErrRemoved; a shared breaker's too.
+func TestRemovedErrorNamesTheBreaker(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			m, mock := startMock(t)
+			cfg := manager.Config{}
+			if shared {
+				cfg.Store = store.NewMemory(mock)
+			}
+			b := register(t, m, "payments", cfg)
+			register(t, m, "inventory", cfg)
+			require.True(t, m.Remove("payments"))
+			ctx := context.Background()
+			_, acquire := b.Acquire(ctx)
+			_, call := manager.Call(ctx, b, func(context.Context) (int, error) { return 1, nil })
+			for method, err := range map[string]error{
+				"Acquire":     acquire,
+				"Do":          b.Do(ctx, func(context.Context) error { return nil }),
+				"Call":        call,
+				"ForceOpen":   b.ForceOpen(),
+				"Reset":       b.Reset(),
+				"Reconfigure": b.Reconfigure(manager.Config{}),
+			} {
+				assert.ErrorIs(t, err, manager.ErrRemoved, method)
+				if assert.Error(t, err, method) {
+					assert.Contains(t, err.Error(), `breaker "payments" removed`, "%s: the error names the breaker", method)
+				}
+			}
+		})
+	}
+}

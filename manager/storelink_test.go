@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -151,4 +152,32 @@ func TestFaultSharedStoreEventsInOrder(t *testing.T) {
 			assert.NoError(t, paths.feed(e))
 		}
 	}
+}
+
+// A store-link event prints as its kind, not as the zero transition it
+// carries ("state(0)->state(0)"); a transition prints as the change and
+// its cause.
+func TestEventsPrintWhatTheyReport(t *testing.T) {
+	mock := clock.NewMock()
+	st := &refusing{Store: store.NewMemory(mock), name: "bad"}
+	m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger})
+	t.Cleanup(m.Stop)
+	events, cancel := m.Subscribe(64)
+	defer cancel()
+	bad := register(t, m, "bad", manager.Config{Strategy: breaker.Consecutive{Failures: 2}, Store: st})
+	local := register(t, m, "local", manager.Config{Strategy: breaker.Consecutive{Failures: 1}})
+
+	fail(t, bad, 1)
+	fail(t, local, 1)
+	m.Sync()
+	printed := map[manager.EventKind]string{}
+	for _, e := range drain(events) {
+		if _, ok := printed[e.Kind]; !ok {
+			printed[e.Kind] = fmt.Sprint(e)
+		}
+	}
+	assert.Equal(t, "bad: store_lost", printed[manager.EventStoreLost])
+	assert.Equal(t, "local: closed->open (trip)", printed[manager.EventTransition])
+	assert.Equal(t, "svc: store_restored, 2 missed before",
+		fmt.Sprint(manager.Event{Kind: manager.EventStoreRestored, Name: "svc", Missed: 2}))
 }

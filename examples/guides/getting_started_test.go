@@ -101,7 +101,7 @@ func gsWatch(m *manager.Manager, b *manager.Breaker) (unsubscribe func()) {
 	events, unsubscribe := m.Subscribe(64)
 	go func() {
 		for ev := range events {
-			log.Printf("breaker %s: %v (%v)", ev.Name, ev.Transition, ev.Cause)
+			log.Printf("breaker %v", ev) // "breaker payments: closed->open (trip)"
 			if ev.Err != nil {
 				log.Printf("breaker %s opened because: %v", ev.Name, ev.Err)
 			}

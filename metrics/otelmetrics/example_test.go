@@ -50,7 +50,7 @@ func Example() {
 				from, _ := p.Attributes.Value("from")
 				to, _ := p.Attributes.Value("to")
 				if p.Value > 0 { // every pair of states is reported, from zero
-					fmt.Printf("%s -> %s: %d\n", from.String(), to.String(), p.Value)
+					fmt.Printf("%s -> %s: %d\n", from.AsString(), to.AsString(), p.Value)
 				}
 			}
 		}

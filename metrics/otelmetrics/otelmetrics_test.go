@@ -112,7 +112,7 @@ func isGauge(name string) bool {
 func key(s attribute.Set) string {
 	var kv []string
 	for _, a := range s.ToSlice() {
-		kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
+		kv = append(kv, fmt.Sprintf("%s=%v", a.Key, a.Value.AsInterface()))
 	}
 	sort.Strings(kv)
 	return "{" + strings.Join(kv, ",") + "}"

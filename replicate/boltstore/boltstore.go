@@ -63,6 +63,9 @@ var (
 // process (or another Store of this one) that has the file open.
 const OpenTimeout = time.Second
 
+// openTimeout is the OpenTimeout Open uses; the package's tests shorten it.
+var openTimeout = OpenTimeout
+
 // MaxBatch is the most writes one commit takes; the rest wait for the
 // next commit.
 const MaxBatch = 1000
@@ -97,9 +100,14 @@ var _ replicate.Primary = (*Store)(nil)
 // buckets if needed, counts its pending keys and starts the goroutine that
 // commits the writes. It fails, with an error that names the path, if the
 // file is not a bbolt file or is held by another Store for longer than
-// OpenTimeout.
+// OpenTimeout; that error says that the file is in use by another process
+// (errors.Is(err, bbolt's errors.ErrTimeout) holds).
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		// bbolt says only "timeout": it waited for the file's lock.
+		return nil, fmt.Errorf("fusebox: boltstore: open %s: the file is in use by another process, or by another Store of this one (its lock was not free within %v): %w", path, openTimeout, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fusebox: boltstore: open %s: %w", path, err)
 	}

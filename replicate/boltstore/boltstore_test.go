@@ -100,18 +100,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestOpenHeldFile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits boltstore.OpenTimeout")
-	}
-	path := filepath.Join(t.TempDir(), "primary.db")
-	open(t, path)
-	_, err := boltstore.Open(path)
-	if assert.Error(t, err, "a file another Store holds") {
-		assert.Contains(t, err.Error(), path)
-	}
-}
-
 // rig is the scenario's setting with a bolt primary: a breaker on a mock
 // clock that trips on the third failure in a row and stays open 100ms, and
 // replica calls that time out after 50ms.

@@ -123,28 +123,15 @@ func (s *Store) List(ctx context.Context) ([]Breaker, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	var mu sync.Mutex // ForEachMaster and ForEachShard scan the nodes at once
+	var mu sync.Mutex // scanKeys scans the nodes at once
 	names := map[string]bool{}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, globEscape(s.prefix)+":{*}:*", 1000).Iterator()
-		for it.Next(ctx) {
-			if name, ok := s.nameOf(it.Val()); ok {
-				mu.Lock()
-				names[name] = true
-				mu.Unlock()
-			}
+	err := s.scanKeys(ctx, globEscape(s.prefix)+":{*}:*", func(key string) {
+		if name, ok := s.nameOf(key); ok {
+			mu.Lock()
+			names[name] = true
+			mu.Unlock()
 		}
-		return it.Err()
-	}
-	var err error
-	switch c := s.client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	default:
-		err = scan(ctx, c)
-	}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list the breakers of prefix %q: %w", s.prefix, err)
 	}
@@ -154,6 +141,66 @@ func (s *Store) List(ctx context.Context) ([]Breaker, error) {
 	}
 	slices.Sort(list)
 	return s.inspect(ctx, list)
+}
+
+// Forget deletes every key the store holds of the breaker name (its epoch,
+// open marker, probe lease and counts, whatever their fields) and returns
+// how many it deleted: none when the store held nothing of it. It finds
+// them with SCAN, as List does, and deletes them with one DEL (they share
+// a hash slot).
+//
+// It is for a name no process uses: a mistyped force-open, say, whose
+// epoch the store would otherwise keep for good. A process that still
+// shares the breaker finds the store emptied of it, as after a FLUSHALL,
+// and goes on from what it knows (see docs/shared-state.md); a key it
+// writes between the scan and the delete may survive.
+func (s *Store) Forget(ctx context.Context, name string) (int, error) {
+	if err := s.Check(name); err != nil {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var keys []string
+	own := s.Key(name, "")
+	err := s.scanKeys(ctx, globEscape(own)+"*", func(key string) {
+		// The pattern of "a" matches the keys of "a}:b" too
+		// ("prefix:{a}:b}:epoch"); no field has "}:" in it.
+		if field := strings.TrimPrefix(key, own); !strings.Contains(field, "}:") {
+			mu.Lock()
+			keys = append(keys, key)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		return 0, wrap("forget", name, err)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	n, err := s.client.Del(ctx, keys...).Result()
+	if err != nil {
+		return 0, wrap("forget", name, err)
+	}
+	return int(n), nil
+}
+
+// scanKeys calls each with every key that matches pattern, found with SCAN
+// on every master of a Cluster, every shard of a Ring, or the one server;
+// each is called from several goroutines at once on a Cluster or a Ring.
+func (s *Store) scanKeys(ctx context.Context, pattern string, each func(key string)) error {
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			each(it.Val())
+		}
+		return it.Err()
+	}
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	case *redis.Ring:
+		return c.ForEachShard(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	}
+	return scan(ctx, s.client)
 }
 
 // inspect reads the breakers names with inspectScript, in one pipeline,

@@ -1,5 +1,8 @@
 module github.com/fusebox-go/fusebox/dashboard/internal/browser
 
+// Test tooling of the dashboard, which no other module can import: it
+// requires the newest chromedp, whose releases since v0.20.0 declare go
+// 1.25. CI vets it outside the workspace with Go 1.25.0.
 go 1.25
 
 require (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,24 +59,38 @@ func (c *cli) run(ctx context.Context, command, name string) error {
 			"either no process has reported a failure of it lately, or the name is wrong; if it is wrong, fusebox reset %[1]q lifts the force-open")
 	case "reset":
 		err = c.act(ctx, name, "reset", c.st.Reset, "it was closed for the fleet already")
+	case "forget":
+		err = c.forget(ctx, name)
 	default:
 		err = fmt.Errorf("unknown command %q", command)
 	}
 	return c.explain(err)
 }
 
-// reach pings Redis, so that a server that cannot be reached is reported
-// as that, with its address, rather than as the first command's failure.
+// reach pings Redis, so that a server that cannot be reached, or that is
+// not Redis, is reported as that, with its address, rather than as the
+// first command's failure.
 func (c *cli) reach(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := c.client.Ping(ctx).Err(); err != nil {
+		if notRedis(err) {
+			return fmt.Errorf("the server %s is not a Redis server: its reply is not in Redis's protocol (is it the right port?): %w", c.target.at, err)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %v (-timeout)", c.timeout)
 		}
 		return fmt.Errorf("%s unreachable %s: %w", c.target.what, c.target.at, err)
 	}
 	return nil
+}
+
+// notRedis reports whether err is go-redis's failure to read a reply in
+// Redis's protocol: what it says of a server of another kind, such as an
+// HTTP server, which answers its HELLO with "HTTP/1.1 400 Bad Request".
+func notRedis(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "redis: can't parse") || strings.HasPrefix(msg, "redis: invalid reply")
 }
 
 // explain adds to a command's error where it went wrong.
@@ -150,6 +165,31 @@ func (c *cli) act(ctx context.Context, name, command string, do func(context.Con
 	if !known {
 		fmt.Fprintf(c.stderr, "fusebox: note: the store held nothing of %q before: "+unknown+"\n", name)
 	}
+	return nil
+}
+
+// forget deletes every key of the breaker name, and says how many: a name
+// the store held nothing of is an error, as for show.
+func (c *cli) forget(ctx context.Context, name string) error {
+	n, err := c.st.Forget(ctx, name)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errNoBreaker{name}
+	}
+	if c.json {
+		writeJSON(c.stdout, struct {
+			Name    string `json:"name"`
+			Deleted int    `json:"deleted"`
+		}{name, n})
+		return nil
+	}
+	keys := "keys"
+	if n == 1 {
+		keys = "key"
+	}
+	fmt.Fprintf(c.stdout, "forgot %q: %d %s deleted\n", name, n, keys)
 	return nil
 }
 

@@ -6,7 +6,8 @@
 // list prints every breaker of which the store holds something, show one
 // in full; force-open and reset act through the store, as a manager's
 // Breaker.ForceOpen and Reset do, so every process of the fleet follows;
-// watch prints the changes of every breaker as they happen, until
+// forget deletes every key of a breaker no process uses (a mistyped
+// force-open, say); watch prints the changes of every breaker as they happen, until
 // interrupted. Run fusebox -h for the flags, and see docs/operations.md.
 //
 // Exit status: 0 on success, 1 on an error it names on stderr, 2 on bad
@@ -40,6 +41,8 @@ Commands:
   show NAME        one breaker in full
   force-open NAME  open NAME for every process, until a reset
   reset NAME       close NAME for every process, lifting a force-open
+  forget NAME      delete every key of NAME, a breaker no process uses
+                   (a mistyped force-open, say): list no longer shows it
   watch            print every change as it happens, until interrupted
 
 Flags (before or after the command):
@@ -122,7 +125,7 @@ type invocation struct {
 }
 
 // commands maps each command to whether it takes a breaker's name.
-var commands = map[string]bool{"list": false, "show": true, "force-open": true, "reset": true, "watch": false}
+var commands = map[string]bool{"list": false, "show": true, "force-open": true, "reset": true, "forget": true, "watch": false}
 
 // parse reads the command line. Flags may come before or after the
 // command and its name; after "--" every argument is positional, so a

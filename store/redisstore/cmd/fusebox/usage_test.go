@@ -18,6 +18,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"show"}, "show takes one breaker name, got 0 arguments"},
 		{[]string{"reset", "a", "b"}, "reset takes one breaker name, got 2 arguments"},
+		{[]string{"forget"}, "forget takes one breaker name, got 0 arguments"},
 		{[]string{"list", "payments"}, `list takes no argument, got ["payments"]`},
 		{[]string{"-redis", "x:1", "-cluster", "y:1", "list"}, "use one of -redis, -cluster and -sentinel"},
 		{[]string{"-timeout", "0s", "list"}, "-timeout must be positive"},
