@@ -442,8 +442,9 @@ func (sh *shared) forceOpen(b *Breaker) {
 
 // reset implements truth: Reset in the store first, then here.
 func (sh *shared) reset(b *Breaker) {
-	sh.manual(b, false)
-	b.reset()
+	if !sh.manual(b, false) {
+		b.reset()
+	}
 }
 
 // manual runs a manual action (ForceOpen or Reset) in the store first, for
@@ -451,11 +452,14 @@ func (sh *shared) reset(b *Breaker) {
 // process's alone, until it answers): one round trip on the caller's
 // goroutine, bounded by the store timeout. The fleet moves to a new epoch,
 // which ends any lease and fences every decision of the epochs before.
-func (sh *shared) manual(b *Breaker, force bool) {
+// It reports whether the step held the breaker open itself, a Reset
+// failing closed while the store is unreachable, so that the machine is
+// not reset.
+func (sh *shared) manual(b *Breaker, force bool) (held bool) {
 	a, notes := sh.step(fleet.Manual{Force: force}, nil)
 	sh.handOver(a, notes)
 	if _, ok := a.Call.(fleet.ManualCall); !ok {
-		return
+		return !force && heldOpen(a.Change)
 	}
 	var st store.Status
 	err := sh.call(func(ctx context.Context) (err error) {
@@ -468,6 +472,20 @@ func (sh *shared) manual(b *Breaker, force bool) {
 	})
 	a, notes = sh.step(fleet.ManualReply{Force: force, Status: st, Err: err}, nil)
 	sh.handOver(a, notes)
+	return !force && heldOpen(a.Change)
+}
+
+// heldOpen reports whether c holds the machine open, or moves it there:
+// a step's answer to a Reset failing closed while the store is
+// unreachable.
+func heldOpen(c fleet.Change) bool {
+	switch c := c.(type) {
+	case fleet.Hold:
+		return true
+	case fleet.Move:
+		return c.State == breaker.Open
+	}
+	return false
 }
 
 // link returns st with what Stats says of the breaker's link to its

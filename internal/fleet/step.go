@@ -450,6 +450,9 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case Manual:
 		if s.Link.Down {
 			s.ForcedHere = m.Force
+			if !m.Force {
+				s.holdReset(v, &a)
+			}
 			break
 		}
 		s.ForcedHere = false
@@ -460,6 +463,9 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 			// answers: a forcing then forces the fleet.
 			s.ForcedHere = m.Force
 			s.fallBack(v, m.Err, &a)
+			if !m.Force {
+				s.holdReset(v, &a)
+			}
 			break
 		}
 		s.Held = Lease{}
@@ -588,6 +594,21 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		// are short of the quorum: it protects itself, alone, and
 		// publishes nothing.
 		a.Change = Trip{Gen: m.Gen, Outcome: o, Alone: true}
+	}
+}
+
+// holdReset is a Reset while the store is unreachable: failing closed,
+// the breaker is held open with no timer, unforced, instead of closing,
+// and no call is let through until the store answers (the Reset is this
+// process's alone, and it falls back). Its caller then leaves the machine
+// as the change left it.
+func (s *State) holdReset(v View, a *Actions) {
+	switch {
+	case !s.failsClosed() || v.Halted:
+	case v.State == breaker.Open && !v.Forced:
+		a.Change = Hold{Gen: v.Gen}
+	default:
+		a.Change = Move{Gen: v.Gen, State: breaker.Open}
 	}
 }
 

@@ -199,3 +199,42 @@ func TestFleetStopDuringAPartition(t *testing.T) {
 		assert.Less(t, took, time.Second, "round %d: Stop during a partition", round)
 	}
 }
+
+// A FailClosed breaker reset by hand while its store is unreachable lifts
+// its forcing but declines every call until the store answers, as the
+// fallback says; then it follows the store. (It closed, and let
+// every call through while it said StoreDown: found by the fleet soak,
+// seed 1.)
+func TestFleetFailClosedResetWhileDown(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := manager.Config{
+		Strategy: breaker.Consecutive{Failures: 3},
+		Recover:  recover.BasicTimeout{Open: time.Second},
+		Fallback: store.FailClosed,
+	}
+	opts := manager.Options{StoreTimeout: 200 * time.Millisecond, Resync: 100 * time.Millisecond}
+	p := startFaultProxy(t, srv.Addr())
+	r := startPeer(t, p.addr(), "failclosed-reset", cfg, opts)
+	require.NoError(t, r.b.ForceOpen())
+	p.blackhole()
+	p.reset()
+	waitFor(t, 5*time.Second, "StoreDown", func() bool { return r.b.Stats().StoreDown })
+	require.NoError(t, r.b.Reset())
+	s := r.b.Snapshot()
+	assert.False(t, s.Forced, "the Reset lifts the forcing")
+	assert.Equal(t, breaker.Open, s.State, "failing closed while the store is down")
+	for range 100 {
+		if _, err := r.b.Acquire(context.Background()); err == nil {
+			t.Fatalf("a call admitted while StoreDown=%v", r.b.Stats().StoreDown)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.heal()
+	// The Reset was this process's alone: back, it follows the fleet's
+	// forcing, which a Reset now lifts for every process.
+	waitFor(t, 5*time.Second, "back, forced as the store says", func() bool {
+		return !r.b.Stats().StoreDown && r.b.Snapshot().Forced
+	})
+	require.NoError(t, r.b.Reset())
+	assert.Equal(t, breaker.Closed, r.b.State())
+}
