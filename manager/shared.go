@@ -131,6 +131,13 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
+		if h := *sh.hints.Load(); h.Down && !next.Link.Down && a.Change != nil {
+			// Back on the store: say so before the change lets calls
+			// through, so that no call a fallback would decline is
+			// admitted while Stats still says StoreDown.
+			h.Down = false
+			sh.hints.Store(&h)
+		}
 		notes, moved := sh.change(a.Change, s, callErr, now, notes)
 		if moved {
 			continue
