@@ -238,3 +238,62 @@ func TestFleetFailClosedResetWhileDown(t *testing.T) {
 	require.NoError(t, r.b.Reset())
 	assert.Equal(t, breaker.Closed, r.b.State())
 }
+
+// Redis loses its data (FLUSHALL; a restart empty is the same) while the
+// fleet's epochs are high; then a process forces the fleet open, and the
+// fleet is reset. Every process follows both, whatever state it was in
+// when the data went: closed, or open after a trip. (A process open or
+// forced kept its epoch, above the emptied store's, and followed nothing
+// the fleet did until the store's epochs passed it: found by the fleet
+// soak, seed 2, as managers still forced 2.6s after the last Reset.)
+func TestFleetFollowsAfterRedisLostItsData(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := newClient(t, srv)
+	for _, variant := range []string{"closed", "open"} {
+		t.Run(variant, func(t *testing.T) {
+			require.NoError(t, admin.FlushAll(context.Background()).Err())
+			cfg := manager.Config{
+				Strategy: breaker.Consecutive{Failures: 3},
+				Recover:  recover.BasicTimeout{Open: 5 * time.Second, ProbeTimeout: time.Second},
+				Fallback: store.FailClosed,
+			}
+			opts := manager.Options{StoreTimeout: 250 * time.Millisecond, Resync: 100 * time.Millisecond}
+			var rs []*peer
+			for range 3 {
+				rs = append(rs, startPeer(t, srv.Addr(), "lost-"+variant, cfg, opts))
+			}
+			all := func(what string, ok func(*breaker.Snapshot) bool) {
+				t.Helper()
+				waitFor(t, 3*time.Second, what, func() bool {
+					for _, r := range rs {
+						if !ok(r.b.Snapshot()) {
+							return false
+						}
+					}
+					return true
+				})
+			}
+			forced := func(s *breaker.Snapshot) bool { return s.Forced }
+			closed := func(s *breaker.Snapshot) bool { return s.State == breaker.Closed }
+			for range 5 { // the fleet's epochs climb to 10
+				require.NoError(t, rs[0].b.ForceOpen())
+				all("forced", forced)
+				require.NoError(t, rs[0].b.Reset())
+				all("closed", closed)
+			}
+			if variant == "open" {
+				for range 3 {
+					if p, err := rs[1].b.Acquire(context.Background()); err == nil {
+						p.Release(errBoom)
+					}
+				}
+				all("open after a trip", func(s *breaker.Snapshot) bool { return s.State == breaker.Open })
+			}
+			require.NoError(t, admin.FlushAll(context.Background()).Err())
+			require.NoError(t, rs[2].b.ForceOpen())
+			all("every process follows a forcing made after the loss", forced)
+			require.NoError(t, rs[0].b.Reset())
+			all("every process follows the Reset", closed)
+		})
+	}
+}
