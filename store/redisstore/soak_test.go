@@ -317,8 +317,8 @@ func (m *stallMeter) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tick.C:
-			now = time.Now()
+		case <-tick.C:
+			now := time.Now()
 			if gap := now.Sub(last); gap > 25*time.Millisecond {
 				m.mu.Lock()
 				m.gaps = append(m.gaps, [2]time.Time{last.Add(5 * time.Millisecond), now})
