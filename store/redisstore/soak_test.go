@@ -539,6 +539,9 @@ func runSoak(t *testing.T, seed uint64, length time.Duration, inProcess, childre
 // goroutine, so that faults overlap.
 func (s *soak) inject(rng *rand.Rand, wg *sync.WaitGroup) {
 	members := s.live()
+	if len(members) == 0 {
+		return // every member is being replaced
+	}
 	mb := members[rng.IntN(len(members))]
 	name := soakBreakers[rng.IntN(len(soakBreakers))].name
 	hold := time.Duration(200+rng.IntN(2300)) * time.Millisecond
