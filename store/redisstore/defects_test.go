@@ -20,6 +20,7 @@ import (
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
 	"github.com/fusebox-go/fusebox/store"
+	"github.com/fusebox-go/fusebox/store/redisstore"
 )
 
 // A forces the fleet open and B follows; B's link to Redis is black-holed
@@ -295,5 +296,57 @@ func TestFleetFollowsAfterRedisLostItsData(t *testing.T) {
 			require.NoError(t, rs[0].b.Reset())
 			all("every process follows the Reset", closed)
 		})
+	}
+}
+
+// A manager that joins a fleet whose open period is over (half-open, no
+// lease held) with callers waiting takes, for its first probe, the lease
+// its Recover gives (ProbeTimeout 500ms), not fleet.DefaultLease (10s):
+// the probe's lease was decided by the loop after the breaker followed the
+// fleet, and a caller could win the probe first. (Found by the fleet soak,
+// seed 573666, 10 minutes under -race: a lease of 10s, ProbeTimeout 1s,
+// held by a manager that had just replaced another.)
+func TestFleetJoinerTakesItsOwnLease(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := newClient(t, srv)
+	inspect := redisstore.New(admin, redisstore.Options{})
+	cfg := manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover:  recover.BasicTimeout{Open: 50 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond},
+	}
+	opts := manager.Options{StoreTimeout: 250 * time.Millisecond, Resync: 100 * time.Millisecond}
+	for round := range 10 {
+		name := fmt.Sprintf("joiner-%d", round)
+		a := startPeer(t, srv.Addr(), name, cfg, opts)
+		require.ErrorIs(t, a.b.Do(context.Background(), func(context.Context) error { return errBoom }), errBoom)
+		waitFor(t, 5*time.Second, "the fleet's period is over", func() bool {
+			st, err := inspect.Status(context.Background(), []string{name})
+			return err == nil && st[0].Opened() && st[0].Open == 0 && st[0].Probe == 0
+		})
+		b := startPeer(t, srv.Addr(), name, cfg, opts)
+		var probed atomic.Bool
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for deadline := time.Now().Add(3 * time.Second); !probed.Load() && time.Now().Before(deadline); {
+					p, err := b.b.Acquire(context.Background())
+					if err != nil {
+						continue
+					}
+					if p.Probe() && !probed.Swap(true) {
+						bs, _, err := inspect.Inspect(context.Background(), name)
+						assert.NoError(t, err)
+						assert.LessOrEqual(t, bs.Probe, 500*time.Millisecond, "round %d: the joiner's first lease", round)
+					}
+					p.Release(nil)
+				}
+			}()
+		}
+		wg.Wait()
+		require.True(t, probed.Load(), "round %d: the joiner probed", round)
+		a.stop()
+		b.stop()
 	}
 }
