@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/internal/machine"
 	"github.com/fusebox-go/fusebox/recover"
 )
@@ -263,6 +264,10 @@ func (m *Manager) register(req registerReq) {
 	b.last = breaker.Closed
 	if sh := b.fleet(); sh != nil {
 		m.attach(sh)
+		// The next probe's lease, before any caller can win a probe: a
+		// breaker that joins a fleet already half-open would otherwise
+		// take fleet.DefaultLease, not what its Recover says.
+		sh.effects([]fleet.Effect{fleet.AskLease{}})
 	}
 	m.mu.Lock()
 	m.byName[name] = b

@@ -140,6 +140,13 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
+		if h := *sh.hints.Load(); h.Down && !next.Link.Down && a.Change != nil {
+			// Back on the store: say so before the change lets calls
+			// through, so that no call a fallback would decline is
+			// admitted while Stats still says StoreDown.
+			h.Down = false
+			sh.hints.Store(&h)
+		}
 		notes, moved := sh.change(a.Change, s, callErr, now, notes)
 		if moved {
 			continue
@@ -513,8 +520,9 @@ func (sh *shared) forceOpen(b *Breaker) {
 
 // reset implements truth: Reset in the store first, then here.
 func (sh *shared) reset(b *Breaker) {
-	sh.manual(b, false)
-	b.reset()
+	if !sh.manual(b, false) {
+		b.reset()
+	}
 }
 
 // manual runs a manual action (ForceOpen or Reset) in the store first, for
@@ -522,11 +530,14 @@ func (sh *shared) reset(b *Breaker) {
 // process's alone, until it answers): one round trip on the caller's
 // goroutine, bounded by the store timeout. The fleet moves to a new epoch,
 // which ends any lease and fences every decision of the epochs before.
-func (sh *shared) manual(b *Breaker, force bool) {
+// It reports whether the step held the breaker open itself, a Reset
+// failing closed while the store is unreachable, so that the machine is
+// not reset.
+func (sh *shared) manual(b *Breaker, force bool) (held bool) {
 	a, notes := sh.step(fleet.Manual{Force: force}, nil)
 	sh.handOver(a, notes)
 	if _, ok := a.Call.(fleet.ManualCall); !ok {
-		return
+		return !force && heldOpen(a.Change)
 	}
 	var st store.Status
 	err := sh.call(func(ctx context.Context) (err error) {
@@ -539,6 +550,20 @@ func (sh *shared) manual(b *Breaker, force bool) {
 	})
 	a, notes = sh.step(fleet.ManualReply{Force: force, Status: st, Err: err}, nil)
 	sh.handOver(a, notes)
+	return !force && heldOpen(a.Change)
+}
+
+// heldOpen reports whether c holds the machine open, or moves it there:
+// a step's answer to a Reset failing closed while the store is
+// unreachable.
+func heldOpen(c fleet.Change) bool {
+	switch c := c.(type) {
+	case fleet.Hold:
+		return true
+	case fleet.Move:
+		return c.State == breaker.Open
+	}
+	return false
 }
 
 // link returns st with what Stats says of the breaker's link to its

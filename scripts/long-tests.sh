@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The long versions of fusebox's reliability tests (docs/reliability.md):
 # model-based fuzzing for minutes, the stress and fault-injection tests for
-# a minute or two each, Redis restarted ten times under load, and the
-# replication soak for a minute. CI runs the short versions on every
-# change; run this before a release, or after touching manager/, breaker/
-# or store/.
+# a minute or two each, Redis restarted ten times under load, the
+# replication soak for a minute, and the fleet soak for ten. CI runs the
+# short versions on every change (the fleet soak for a minute); run this
+# before a release, or after touching manager/, breaker/ or store/.
 #
-# Usage: scripts/long-tests.sh [fuzz time]     (default 3m; about 10 minutes in all)
+# Usage: scripts/long-tests.sh [fuzz time]     (default 3m; about 20 minutes in all)
 #
 # It needs redis-server on PATH. It prints the figures that
 # docs/reliability.md quotes at the end.
@@ -52,10 +52,15 @@ go test -race -count=1 -v -timeout 30m -run 'Soak' ./replicate/... >"$out/soak.t
 grep -E '^(--- |ok)' "$out/soak.txt"
 grep -h 'seed\|writes' "$out/soak.txt" | sed 's/^ *//' || true
 
+step "the fleet soak, 10 minutes of faults on a real Redis (FUSEBOX_SOAK_FLEET)"
+FUSEBOX_SOAK_FLEET=1 FUSEBOX_SOAK=10m go test -race -count=1 -v -timeout 30m -run '^TestFleetSoak$' ./store/redisstore >"$out/fleet.txt" 2>&1 ||
+	{ grep -v '^=== ' "$out/fleet.txt" | tail -80; exit 1; }
+grep -E '^(--- |ok)' "$out/fleet.txt"
+
 step "figures"
 cat "$out"/tally/tally-* 2>/dev/null | awk '{n[$1] += $2} END {
 	printf "fuzzing: %d scripts, %d operations, %d checks; %d scripts reached the restart limit, %d restarted\n",
 		n["scripts"], n["ops"], n["checks"], n["halted"], n["restarted"] }'
-grep -h 'FIGURES' "$out/race.txt" "$out/norace.txt" "$out/redis.txt" | sed 's/^ *[a-z_]*\.go:[0-9]*: FIGURES /  /'
+grep -h 'FIGURES' "$out/race.txt" "$out/norace.txt" "$out/redis.txt" "$out/fleet.txt" | sed 's/^ *[a-z_]*\.go:[0-9]*: FIGURES /  /'
 echo
 echo "long tests passed"

@@ -488,6 +488,9 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case Manual:
 		if s.Link.Down {
 			s.ForcedHere = m.Force
+			if !m.Force {
+				s.holdReset(v, &a)
+			}
 			break
 		}
 		s.ForcedHere = false
@@ -498,6 +501,9 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 			// answers: a forcing then forces the fleet.
 			s.ForcedHere = m.Force
 			s.fallBack(v, m.Err, &a)
+			if !m.Force {
+				s.holdReset(v, &a)
+			}
 			break
 		}
 		s.Held = Lease{}
@@ -673,6 +679,21 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		// are short of the quorum: it protects itself, alone, and
 		// publishes nothing.
 		a.Change = Trip{Gen: m.Gen, Outcome: o, Alone: true}
+	}
+}
+
+// holdReset is a Reset while the store is unreachable: failing closed,
+// the breaker is held open with no timer, unforced, instead of closing,
+// and no call is let through until the store answers (the Reset is this
+// process's alone, and it falls back). Its caller then leaves the machine
+// as the change left it.
+func (s *State) holdReset(v View, a *Actions) {
+	switch {
+	case !s.failsClosed() || v.Halted:
+	case v.State == breaker.Open && !v.Forced:
+		a.Change = Hold{Gen: v.Gen}
+	default:
+		a.Change = Move{Gen: v.Gen, State: breaker.Open}
 	}
 }
 
@@ -947,12 +968,19 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 		// is not this breaker's until it closes or the fleet moves on.
 		return
 	}
-	if h.Seq > 0 && h.Status.Epoch < s.Epoch && h.Seq > s.EpochAt && v.State == breaker.Closed {
+	lost := h.Seq > 0 && h.Status.Epoch < s.Epoch && h.Seq > s.EpochAt &&
+		(v.State == breaker.Closed || v.Forced || h.Status.Forced)
+	if lost {
 		// Asked for after this process knew of its epoch, and below
 		// it: the store lost its data. For a closed breaker the store's
-		// numbering is the fleet's from now on. An opened one keeps
-		// its epoch, and its deadlines: a probe may be in flight, and
-		// the emptied store is no closed breaker.
+		// numbering is the fleet's from now on. So it is for a forced
+		// one, which has no deadline to keep and would follow nothing
+		// the fleet does until the store's epochs passed it (a Reset),
+		// and for any breaker when the store says forced: a forcing
+		// made since is the fleet's. Another opened one keeps its
+		// epoch, and its deadlines: a probe may be in flight, and the
+		// emptied store is no closed breaker (the next probe raises the
+		// store's epoch to its own).
 		s.Epoch = h.Status.Epoch
 	}
 	// This process holds the lease while its probe is the machine's
@@ -960,6 +988,13 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
 	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder}
 	next, changed := Follow(cur, h.Status, h.At, now)
+	if lost && v.Forced && !h.Status.Forced {
+		// The fleet's forcing was lost with the data, or lifted since
+		// (one made here while the store was away is on its way, and
+		// nothing is heard until it is in the store): what the store
+		// says stands.
+		next, changed = moved(cur, described(h.Status, h.At, now), true)
+	}
 	if !changed {
 		return
 	}

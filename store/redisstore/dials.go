@@ -49,10 +49,17 @@ func watchDials(c redis.UniversalClient) *dials {
 	return d
 }
 
-// DialHook notes each dial's outcome.
+// DialHook notes each dial's outcome. A connection dialled for a watch's
+// reader (a PubSub reconnecting inside Receive) is closed once the watch
+// ends: go-redis reads the reply of its HELLO without watching the
+// context, holding the PubSub's lock, and the watch's close, which needs
+// that lock, would wait for the reply as long as a partition lasts.
 func (d *dials) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
+		if conn != nil && ctx.Value(readerKey{}) != nil {
+			context.AfterFunc(ctx, func() { _ = conn.Close() })
+		}
 		if ctx.Err() != nil && err != nil {
 			return conn, err // the caller gave up: not the server's doing
 		}

@@ -95,7 +95,7 @@ func (s *Store) watch(ctx context.Context, names func() ([]string, <-chan struct
 		channels: map[string]*channel{},
 		names:    map[string]bool{},
 	}
-	w.readCtx, w.stopReading = context.WithCancel(ctx)
+	w.readCtx, w.stopReading = context.WithCancel(context.WithValue(ctx, readerKey{}, true))
 	defer w.close()
 
 	var list []string
@@ -140,6 +140,11 @@ func (s *Store) watch(ctx context.Context, names func() ([]string, <-chan struct
 		}
 	}
 }
+
+// readerKey marks the context of a watch's readers, so that the dial hook
+// closes the connections dialled under it once the watch ends (see
+// dials.DialHook).
+type readerKey struct{}
 
 // A watcher is one run of a watch: a subscription per node (one, to the
 // classic channel, when changes are not announced on shard channels),
@@ -403,7 +408,11 @@ func (w *watcher) failed(ctx context.Context, err error) error {
 }
 
 // close ends every subscription and waits for the readers. A blocked read
-// does not watch a context; closing its subscription ends it.
+// does not watch a context; closing its subscription ends it. A reader
+// that reconnects holds its subscription's lock while it waits for the
+// new connection's HELLO, which no context ends either: ending readCtx
+// first closes that connection (see dials.DialHook), so that the Close
+// does not wait for the partition to heal.
 func (w *watcher) close() {
 	w.stopReading()
 	for _, sub := range w.subs {
