@@ -379,15 +379,6 @@ func (r successReport) handle() {
 	sh.loopStep(fleet.Recorded{Gen: r.gen, Verdict: r.v, Err: r.err, At: r.at})
 }
 
-// openedError is the cause of an opening another process made, for r,
-// what the store says of it: nil for none.
-func openedError(r store.Reason) error {
-	if r == (store.Reason{}) {
-		return nil
-	}
-	return &breaker.OpenedError{By: r.By, Text: r.Why}
-}
-
 // reason is who opened the breaker and why, for the store: this process,
 // and the error of the call that opened it here, unless the breaker
 // follows an opening of another process's.

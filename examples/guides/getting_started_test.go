@@ -464,3 +464,15 @@ func gsSlowStart(m *manager.Manager) (*manager.Breaker, error) {
 	})
 	return b, err
 }
+
+// The slow start snippets of getting-started and recover.md register as
+// they say.
+func TestSlowStartSnippets(t *testing.T) {
+	m := manager.Start(manager.Options{})
+	defer m.Stop()
+	b, err := gsSlowStart(m)
+	require.NoError(t, err)
+	assert.Equal(t, breaker.Closed, b.State())
+	_, err = m.Register("recovering", rcSlowStart())
+	require.NoError(t, err)
+}

@@ -494,7 +494,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 			break
 		}
 		s.ForcedHere = false
-		a.Call = ManualCall{Force: m.Force}
+		a.Call = ManualCall(m)
 	case ManualReply:
 		if m.Err != nil {
 			// The action is this process's alone until the store
@@ -760,14 +760,14 @@ func (s *State) probeEnded(v View, m ProbeEnded, a *Actions) {
 	l := s.Held
 	if l.Gen != m.Gen {
 		// No lease of this probe's: the store was unreachable.
-		a.Change = EndProbe{Gen: m.Gen, Outcome: m.Outcome}
+		a.Change = EndProbe(m)
 		return
 	}
 	s.Held = Lease{}
 	current := v.Gen == m.Gen && v.State == breaker.Probing && !v.Halted
 	switch {
 	case s.Link.Down:
-		a.Change = EndProbe{Gen: m.Gen, Outcome: m.Outcome}
+		a.Change = EndProbe(m)
 	case !current:
 		// The probe's generation ended here (its time ran out) while the
 		// lease may still stand: give the lease back with what the
