@@ -64,6 +64,11 @@ func startWith(tb testing.TB, conf string, extra ...string) *Server {
 	tb.Helper()
 	s := &Server{tb: tb, bin: Binary(tb), dir: tb.TempDir(), conf: conf, extra: extra}
 	s.port = freePort(tb)
+	for i := 0; i < 20 && s.clustered() && !free(s.port+10000); i++ {
+		// A Cluster node also listens on its port + 10000 (the cluster
+		// bus): another server may hold that one.
+		s.port = freePort(tb)
+	}
 	s.start()
 	tb.Cleanup(s.Kill)
 	return s
@@ -281,6 +286,26 @@ func (s *Server) Restart() {
 	s.tb.Helper()
 	s.Kill()
 	s.start()
+}
+
+// clustered reports whether the server runs as a Cluster node.
+func (s *Server) clustered() bool {
+	for _, a := range s.extra {
+		if a == "--cluster-enabled" {
+			return true
+		}
+	}
+	return false
+}
+
+// free reports whether port is free on loopback now.
+func free(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 func freePort(tb testing.TB) int {
