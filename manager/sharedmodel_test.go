@@ -471,10 +471,12 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 	current := v.state == breaker.Probing && v.gen == p.gen
 	if !current {
 		m.edge("fenced-probe-by-" + p.staleBy)
-		if kept && o != classify.Failure {
+		if kept {
 			// The manager still sends the verdict of the lease it
-			// kept; the store refuses it (the lease ran out), and the
-			// manager follows the store's answer.
+			// kept, a failure as an ignore (the open period it would
+			// set was never decided); the store refuses it (the lease
+			// ran out), and the manager follows the store's answer:
+			// another process's lease, say.
 			m.edge("late-verdict-refused")
 			m.follow(i, m.store.status(m.now), m.now, "reply")
 		}
