@@ -325,9 +325,9 @@ func (b *Breaker) fleet() *shared {
 }
 
 // trip opens the closed breaker of generation gen because of a call with
-// outcome o and error err, with cause.
-func (b *Breaker) trip(gen uint64, o classify.Outcome, err error, cause breaker.Cause) {
-	if step, ok := b.mach.TripBy(gen, o, err, cause, b.mgr.clk.Now()); ok {
+// outcome o and error err.
+func (b *Breaker) trip(gen uint64, o classify.Outcome, err error) {
+	if step, ok := b.mach.Trip(gen, o, err, b.mgr.clk.Now()); ok {
 		b.mgr.notify(b, step)
 	}
 }

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 
-	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
@@ -64,7 +63,7 @@ func (*local) acquire(b *Breaker, _ context.Context) (Permit, error) {
 
 func (*local) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error) {
 	if trips {
-		b.trip(gen, o, err, breaker.CauseTrip)
+		b.trip(gen, o, err)
 	}
 }
 

@@ -528,7 +528,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
 	switch {
 	case o == classify.Ignore:
-		return !(h.Down && localTrip)
+		return true // an ignored call trips no count
 	case h.Down:
 		return !localTrip
 	case o == classify.Failure:
