@@ -15,6 +15,8 @@ import (
 	"github.com/fusebox-go/fusebox/internal/redistest"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
+	"github.com/fusebox-go/fusebox/store"
+	"github.com/fusebox-go/fusebox/store/redisstore"
 )
 
 var errNoise = errors.New("an ordinary failure")
@@ -118,4 +120,73 @@ func TestFleetQuorumHoldsAgainstNoise(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Under a quorum, Redis keeps each reporter's counts of a window as the
+// memory store does, span after span: a reporter's counts slide from the
+// current span into the previous one and out, one absent for spans is
+// dropped, and the digit of the span a record carries wraps round every
+// ten spans. A window of 200ms in two buckets (a span is 200ms): the same
+// reports go to Redis and to a memory store on the real clock, at the
+// middle of a bucket, and their verdicts must agree, for 24 spans.
+func TestRedisWindowQuorumSlidesAsMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv)
+	const width = 100 * time.Millisecond
+	p := store.Policy{Rate: 0.5, Period: 2 * width, Buckets: 2, MinCalls: 1 << 30, Quorum: 3}
+	// Who reports in which bucket (buckets are numbered from the start):
+	// a in most, b every third, c in runs with gaps of up to four spans.
+	reports := func(bucket int) map[string][2]int64 { // reporter -> failures, successes
+		out := map[string][2]int64{}
+		if bucket%5 != 4 {
+			out["a"] = [2]int64{int64(1 + bucket%3), int64(bucket % 4)}
+		}
+		if bucket%3 == 0 {
+			out["b"] = [2]int64{2, 1}
+		}
+		if (bucket/4)%3 != 2 && bucket%9 != 8 {
+			out["c"] = [2]int64{int64(bucket % 2), 3}
+		}
+		return out
+	}
+	attempt := func(try int) bool {
+		name := fmt.Sprintf("slide-%d", try)
+		rs := redisstore.New(c, redisstore.Options{})
+		ms := store.NewMemory(nil)
+		for bucket := range 48 {
+			// The middle of the next bucket, on this host's clock, which
+			// is the server's.
+			now := time.Now()
+			next := now.Truncate(width).Add(width + width/2)
+			time.Sleep(time.Until(next))
+			at := time.Now().UnixMilli() / width.Milliseconds()
+			for _, who := range []string{"a", "b", "c"} {
+				r, ok := reports(bucket)[who]
+				if !ok {
+					continue
+				}
+				q := p
+				q.Reporter = who
+				want, err := ms.RecordFailure(context.Background(), name, q, r[0], []int64{r[1]})
+				require.NoError(t, err)
+				got, err := rs.RecordFailure(context.Background(), name, q, r[0], []int64{r[1]})
+				require.NoError(t, err)
+				if time.Now().UnixMilli()/width.Milliseconds() != at {
+					t.Logf("try %d: bucket %d took past its end; again, on another breaker", try, bucket)
+					return false
+				}
+				require.Equal(t,
+					[5]int64{want.Calls, want.Failures, want.Processes, want.LargestCalls, want.LargestFailures},
+					[5]int64{got.Calls, got.Failures, got.Processes, got.LargestCalls, got.LargestFailures},
+					"bucket %d, %s's report: calls, failures, processes, largest calls, largest failures", bucket, who)
+			}
+		}
+		return true
+	}
+	for try := range 5 {
+		if attempt(try) {
+			return
+		}
+	}
+	t.Fatal("no try played every bucket within it: the machine is too slow for this test")
 }

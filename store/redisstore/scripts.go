@@ -50,8 +50,14 @@ return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KE
 // (store.Policy.Trips), the one the local counter and the memory store use.
 //
 // Under a quorum q above 1 it keeps what each reporter reported (a hash:
-// reporter -> "K:calls:failures:prev_calls:prev_failures", its counts in
-// the span K of the window's length and in the one before, rule.Slide),
+// reporter -> "k:calls:failures[:prev_calls:prev_failures]", its counts in
+// the span K of the window's length and in the one before, rule.Slide,
+// the previous ones left out while both are zero; k is K's last decimal
+// digit, which is enough: the hash expires two spans after its last
+// report, and every report drops a reporter with nothing left in the
+// window, so a record is read at most three spans after it was written,
+// and one whose digit is not K's or K-1's is old), so that a reporter of
+// a fleet of a thousand costs no more than 64 bytes of Redis's memory,
 // adds this report, drops the reporters with nothing left in the window,
 // counts those with failures in it, and sums the shares of the q-1 that
 // reported the most failures (ties: calls), rule.Largest: what the quorum
@@ -98,34 +104,39 @@ local q = tonumber(ARGV[4])
 if q > 1 then
   local span = math.floor(idx / n)
   local left = n - (idx - span * n) - 1
+  -- A record's age in spans: 0 for the current span, 1 for the one
+  -- before, anything else (older, or of a clock ahead) counts nothing.
   local function parse(rec)
-    local k, cc, cf, pc, pf = string.match(rec, '^(-?%d+):(%d+):(%d+):(%d+):(%d+)$')
-    return tonumber(k), tonumber(cc), tonumber(cf), tonumber(pc), tonumber(pf)
+    local k, cc, cf, pc, pf = string.match(rec, '^(%d):(%d+):(%d+):?(%d*):?(%d*)$')
+    if not k then return -1, 0, 0, 0, 0 end
+    return (span - tonumber(k)) % 10, tonumber(cc), tonumber(cf), tonumber(pc) or 0, tonumber(pf) or 0
   end
   local calls = fails
   for a = 6, #ARGV do calls = calls + tonumber(ARGV[a]) end
   if calls > 0 then
-    local k, cc, cf, pc, pf = span, 0, 0, 0, 0
+    local cc, cf, pc, pf = 0, 0, 0, 0
     local rec = redis.call('HGET', KEYS[5], ARGV[5])
     if rec then
-      local k0, cc0, cf0, pc0, pf0 = parse(rec)
-      if k0 == span or k0 > span then
-        k, cc, cf, pc, pf = k0, cc0, cf0, pc0, pf0
-      elseif k0 == span - 1 then
+      local age, cc0, cf0, pc0, pf0 = parse(rec)
+      if age == 0 then
+        cc, cf, pc, pf = cc0, cf0, pc0, pf0
+      elseif age == 1 then
         pc, pf = cc0, cf0
       end
     end
-    redis.call('HSET', KEYS[5], ARGV[5], string.format('%d:%d:%d:%d:%d', k, cc + calls, cf + fails, pc, pf))
+    local v = string.format('%d:%d:%d', span % 10, cc + calls, cf + fails)
+    if pc > 0 or pf > 0 then v = v .. string.format(':%d:%d', pc, pf) end
+    redis.call('HSET', KEYS[5], ARGV[5], v)
     redis.call('PEXPIRE', KEYS[5], width * n * 2)
   end
   local all = redis.call('HGETALL', KEYS[5])
   local xs = {}
   for i = 1, #all, 2 do
-    local k, cc, cf, pc, pf = parse(all[i + 1])
+    local age, cc, cf, pc, pf = parse(all[i + 1])
     local sc, sf = 0, 0
-    if k == span then
+    if age == 0 then
       sc, sf = cc + math.floor(pc * left / n), cf + math.floor(pf * left / n)
-    elseif k == span - 1 then
+    elseif age == 1 then
       sc, sf = math.floor(cc * left / n), math.floor(cf * left / n)
     end
     if sc == 0 and sf == 0 then
