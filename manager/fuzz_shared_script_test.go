@@ -99,6 +99,7 @@ const (
 type sharedHeader struct {
 	n      int
 	k      int
+	quorum int // Config.Quorum: 1 (none), 2 or 3
 	opens  []time.Duration
 	probes []time.Duration
 	resync time.Duration
@@ -108,7 +109,7 @@ type sharedHeader struct {
 func decodeShared(data []byte) (sharedHeader, []sharedOp) {
 	var h [4]byte
 	copy(h[:], data)
-	hd := sharedHeader{n: 2 + int(h[0]%3), k: 1 + int(h[1]%4), resync: sharedResyncs[int(h[3])%len(sharedResyncs)]}
+	hd := sharedHeader{n: 2 + int(h[0]%3), k: 1 + int(h[1]%4), quorum: 1 + int(h[1]>>6)%3, resync: sharedResyncs[int(h[3])%len(sharedResyncs)]}
 	first, stride := int(h[2]%8), 1+int(h[2]>>3)%4
 	for i := range hd.n {
 		hd.opens = append(hd.opens, sharedOpens[(first+i*stride)%len(sharedOpens)])

@@ -81,6 +81,12 @@ func withProbes(h [4]byte, sel int) [4]byte {
 	return h
 }
 
+// withQuorum sets the quorum of header h (1 to 3).
+func withQuorum(h [4]byte, q int) [4]byte {
+	h[1] |= byte(q-1) << 6
+	return h
+}
+
 // sharedSeeds are the seed scripts: together they take every edge of the
 // protocol (see TestFuzzSharedSeedCorpus).
 func sharedSeeds() []scriptSeed[sharedOp] {
@@ -100,6 +106,24 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 				shFail(3), shFail(3), shFail(1), // manager 1 trips: 3s
 				shAcq(0), shEdge(-1), shAcq(0), shEdge(0), // still open a nanosecond before
 				shAcq(1), shRel(0, shSuccess),
+			),
+		},
+		{
+			// A quorum of 2: one manager failing alone opens alone, and
+			// runs its own periods and probes; another's failure does
+			// not complete its quorum; two failing managers open the
+			// fleet, which a manager open alone follows.
+			name:   "quorum",
+			header: withQuorum(shHeader(3, 2, 2, 1, 1), 2), // open 30ms, 200ms, 1s; resync every second
+			ops: shOps(
+				shFail(0), shFail(0), // 0's own two: it opens alone for 30ms
+				shFail(1),            // the run is 3, 1 without 0's: short of the quorum
+				shAcq(0), shEdge(0), shAcq(0), shRel(0, shFailure), // declined, then a failed probe of its own
+				shEdge(0), shAcq(0), shRel(0, shSuccess), // it closes, alone
+				shFail(1),                                // 2 without 0's: the fleet opens
+				shAdv(time.Second), shRst(2),
+				shFail(0), shFail(0), shFail(1), shFail(1), // 0 opens alone, then 1 opens the fleet
+				shAcq(2),
 			),
 		},
 		{
@@ -233,7 +257,7 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 		},
 	}
 	// Longer scripts drawn at random, with fixed seeds.
-	for i, h := range [][4]byte{shHeader(3, 2, 1, 2, 0), shHeader(4, 1, 5, 3, 1), shHeader(2, 3, 3, 1, 2)} {
+	for i, h := range [][4]byte{shHeader(3, 2, 1, 2, 0), shHeader(4, 1, 5, 3, 1), shHeader(2, 3, 3, 1, 2), withQuorum(shHeader(4, 1, 2, 1, 1), 2), withQuorum(shHeader(4, 2, 3, 2, 0), 3)} {
 		r := rand.New(rand.NewPCG(uint64(i), 2027))
 		var ops []sharedOp
 		for range 150 {
@@ -277,6 +301,8 @@ var sharedEdges = []string{
 	"watch-held", "changes-delivered-late", "changes-lost", "late-echo-ignored",
 	"admitted-unaware", "failure-while-fleet-open", "missed-change-learnt-by-reply",
 	"missed-close-learnt-by-resync", "missed-opening-learnt-by-resync", "lost-lease-learnt-by-resync",
+	// A quorum: a manager opens alone, probes alone, follows the fleet.
+	"trip-alone", "quorum-short", "probe-alone", "alone-reopens", "alone-closes", "alone-follows-fleet",
 	// Managers joining the fleet in every state.
 	"join-closed", "join-open", "join-half_open", "join-probing", "join-forced", "managers-5",
 }

@@ -17,7 +17,8 @@ import (
 
 // FuzzSharedModel decodes its input into a script over two to four
 // managers (up to five with those that join during it) that share one
-// breaker of Consecutive{Failures: k} through one store.NewMemory on one
+// breaker of Consecutive{Failures: k}, with a Quorum of 1 (none), 2 or 3,
+// through one store.NewMemory on one
 // mock clock, and plays it against fleetModel, the reference model of one
 // fleet breaker in sharedmodel_test.go. Every operation is followed by two
 // passes of Sync over every manager: on the memory store Sync is a
@@ -81,13 +82,15 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 	var bs []*manager.Breaker
 	var gates []*gatedWatch
 	start := func(open, probe time.Duration) {
-		m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: hd.resync})
+		// Each manager its own name: a quorum counts reporters by it.
+		m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: hd.resync, Name: fmt.Sprintf("m%d", len(bs))})
 		t.Cleanup(m.Stop)
 		gate := &gatedWatch{Memory: mem}
 		b, err := m.Register(name, manager.Config{
 			Strategy: breaker.Consecutive{Failures: hd.k},
 			Recover:  fixedPeriods{open: open, probe: probe},
 			Store:    gate,
+			Quorum:   hd.quorum,
 		})
 		if err != nil {
 			t.Fatalf("Register on manager %d: %v", len(bs), err)
@@ -98,13 +101,13 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 		start(hd.opens[i], hd.probes[i])
 	}
 	syncAll(ms)
-	mod := newFleetModel(hd.k, hd.opens, hd.probes, hd.resync, mock.Now())
+	mod := newFleetModel(hd.k, hd.quorum, hd.opens, hd.probes, hd.resync, mock.Now())
 	t0 := mock.Now()
 
 	rep := sharedReport{edges: mod.edges}
 	var held []sharedHeld
 	var trace strings.Builder
-	fmt.Fprintf(&trace, "%d managers, Consecutive{Failures: %d}, open periods %v, probe times %v, resync %v\n", hd.n, hd.k, hd.opens, hd.probes, hd.resync)
+	fmt.Fprintf(&trace, "%d managers, Consecutive{Failures: %d}, Quorum %d, open periods %v, probe times %v, resync %v\n", hd.n, hd.k, hd.quorum, hd.opens, hd.probes, hd.resync)
 	step := -1
 	fatalf := func(format string, args ...any) {
 		t.Helper()
@@ -132,11 +135,12 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 		case shAcquire:
 			mi := int(op.arg) % len(bs)
 			p, err := bs[mi].Acquire(context.Background())
-			if err == nil && p.Probe() {
+			if err == nil && p.Probe() && !mod.mgrs[mi].alone {
 				// At the instant it is granted, no other probe of its
-				// epoch is live.
+				// epoch is live (a breaker open alone probes on its
+				// own, outside the fleet's epochs).
 				for _, h := range held {
-					if h.model.probe && h.model.epoch == mod.store.epoch && liveProbe(bs[h.model.mgr], h.model) {
+					if h.model.probe && !h.model.alone && h.model.epoch == mod.store.epoch && liveProbe(bs[h.model.mgr], h.model) {
 						fatalf("manager %d got the probe while manager %d's probe (gen %d) of the same epoch %d is live", mi, h.model.mgr, h.model.gen, h.model.epoch)
 					}
 				}
@@ -146,6 +150,8 @@ func runSharedScript(t testing.TB, data []byte) sharedReport {
 			switch {
 			case mp == nil:
 				fmt.Fprintf(&trace, "        declined: %v\n", err)
+			case mp.probe && mp.alone:
+				fmt.Fprintf(&trace, "        the probe of a breaker open alone, gen %d\n", mp.gen)
 			case mp.probe:
 				fmt.Fprintf(&trace, "        the probe, gen %d, epoch %d\n", mp.gen, mp.epoch)
 			default:
@@ -306,6 +312,11 @@ func checkFleet(fatalf func(string, ...any), mod *fleetModel, mem *store.Memory,
 		if s.Halted {
 			fatalf("manager %d is halted", i)
 		}
+		if v.alone {
+			// Open alone, short of the quorum: its own cycle, until it
+			// closes or the fleet moves to another epoch.
+			continue
+		}
 		if v.held || v.unsure {
 			// It has not heard of every change: it follows the fleet
 			// again once it learnt what it missed.
@@ -350,7 +361,7 @@ func checkFleet(fatalf func(string, ...any), mod *fleetModel, mem *store.Memory,
 	live := map[uint64]int{}
 	for _, h := range held {
 		p := h.model
-		if !p.probe || !liveProbe(bs[p.mgr], p) {
+		if !p.probe || p.alone || !liveProbe(bs[p.mgr], p) {
 			continue
 		}
 		if live[p.epoch]++; live[p.epoch] > 1 {

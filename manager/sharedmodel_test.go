@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -12,10 +13,11 @@ import (
 )
 
 // This file holds fleetModel, the reference FuzzSharedModel compares a
-// fleet of managers with: one breaker of Consecutive{Failures: k} shared
-// by every manager through one store, on one clock, driven one operation
-// at a time, each followed by a Sync of every manager. It is written from
-// the contract (docs/shared-state.md, the methods' docs):
+// fleet of managers with: one breaker of Consecutive{Failures: k}, with a
+// quorum q, shared by every manager through one store, on one clock,
+// driven one operation at a time, each followed by a Sync of every
+// manager. It is written from the contract (docs/shared-state.md, the
+// methods' docs):
 //
 //   - the store holds the fleet's breaker: an epoch that every opening and
 //     closing advances (odd while opened, even while closed), the shared
@@ -25,6 +27,13 @@ import (
 //     it only if its manager reported a failure since its last reported
 //     success; the failure that brings the run to k trips the fleet, and
 //     the opener's Recover decides the open period for every manager;
+//   - under a quorum q above 1, the run trips the fleet only if it still
+//     reaches k without the failures of the q-1 managers that reported
+//     the most of it; a manager whose own failures in a row reach k while
+//     the fleet's are short of the quorum opens alone: it runs its own
+//     open periods and probes, tells the store nothing, and follows
+//     nothing of the fleet's closed epoch, until it closes or the fleet
+//     moves to another epoch;
 //   - at the end of the open period one probe lease is granted, to the
 //     first caller anywhere; another manager learns of it when its own
 //     caller is refused, or at its next resync; the lease ends at its
@@ -67,6 +76,7 @@ type fleetStore struct {
 	run       int64     // the shared run of consecutive failures
 	runTo     time.Time // when the run is forgotten
 	runBy     uint64    // bit i: manager i added to the run
+	shares    [sharedMaxManagers]int64 // the run's failures, by manager
 	openTo    time.Time // the end of the open period
 	holder    int       // the manager holding the probe lease, or -1
 	holderGen uint64    // the generation of the holder's probing state
@@ -75,6 +85,23 @@ type fleetStore struct {
 }
 
 func (f *fleetStore) opened() bool { return f.epoch%2 == 1 }
+
+// endRun ends the shared run of failures, and its reporters' shares.
+func (f *fleetStore) endRun() {
+	f.run, f.runBy, f.shares = 0, 0, [sharedMaxManagers]int64{}
+}
+
+// trips reports whether the run trips the fleet under quorum q: k
+// failures or more without the q-1 largest shares.
+func (f *fleetStore) trips(k int64, q int) bool {
+	shares := append([]int64(nil), f.shares[:]...)
+	sort.Slice(shares, func(a, b int) bool { return shares[a] > shares[b] })
+	run := f.run
+	for _, n := range shares[:q-1] {
+		run -= n
+	}
+	return run >= k
+}
 
 // state is the state the store describes at now, as a mirror would follow
 // it.
@@ -123,6 +150,12 @@ type mgrView struct {
 	// caller was refused, after the lease's end (see acquire).
 	late     bool
 	dirty    bool   // a failure was reported since the last reported success
+	// own is the manager's own count of failures in a row, in its closed
+	// generation ownGen (its machine's counter, which a quorum's lone
+	// opening trips on); alone: it opened alone, short of the quorum.
+	own    int64
+	ownGen uint64
+	alone  bool
 	dirtyIn  uint64 // the newest store epoch such a failure was counted in
 	resyncAt time.Time
 	open     time.Duration // its Recover's open period
@@ -144,12 +177,14 @@ type fleetPermit struct {
 	gen     uint64
 	probe   bool
 	epoch   uint64 // the manager's epoch it was granted in
+	alone   bool   // a probe of a breaker open alone: no lease
 	staleBy string // what ended its generation, once ended
 }
 
 // fleetModel is the reference model of one breaker shared by n managers.
 type fleetModel struct {
 	k      int64
+	quorum int
 	resync time.Duration
 	now    time.Time
 	store  fleetStore
@@ -166,8 +201,8 @@ type fleetModel struct {
 	opener  int
 }
 
-func newFleetModel(k int, opens, probes []time.Duration, resync time.Duration, now time.Time) *fleetModel {
-	m := &fleetModel{k: int64(k), resync: resync, now: now, probes: map[uint64]int{}, edges: map[string]int{}}
+func newFleetModel(k, quorum int, opens, probes []time.Duration, resync time.Duration, now time.Time) *fleetModel {
+	m := &fleetModel{k: int64(k), quorum: quorum, resync: resync, now: now, probes: map[uint64]int{}, edges: map[string]int{}}
 	m.store.holder = -1
 	for i, o := range opens {
 		m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: now.Add(resync), open: o, probe: probes[i]})
@@ -222,13 +257,13 @@ func (m *fleetModel) staled(i int, gen uint64, why string) {
 // state: not once the probe's time ran out, though it keeps the lease
 // until the probe's permit is released.
 func followView(v *mgrView, st store.Status, at, now time.Time) {
-	s := fstep.State{Epoch: v.epoch}
+	s := fstep.State{Epoch: v.epoch, Alone: v.alone}
 	if v.lease != 0 {
 		s.Held = fstep.Lease{Gen: v.lease, Epoch: v.epoch}
 	}
 	view := fstep.View{State: v.state, Gen: v.gen, Until: v.until, Forced: v.forced}
 	next, a := fstep.Step(s, view, now, fstep.Heard{Status: st, At: at})
-	v.epoch = next.Epoch
+	v.epoch, v.alone = next.Epoch, next.Alone
 	if !next.Held.Held() {
 		v.lease = 0
 	}
@@ -270,6 +305,8 @@ func (m *fleetModel) follow(i int, st store.Status, at time.Time, why string) {
 	*v = got
 
 	switch {
+	case before.alone && !got.alone:
+		m.edge("alone-follows-fleet")
 	case why == "deliver" && st.Epoch < before.epoch:
 		m.edge("late-echo-ignored")
 	case why == "resync" && st.Epoch > before.epoch && !st.Opened():
@@ -303,7 +340,7 @@ func (m *fleetModel) publish(c store.Change, why string) {
 func (m *fleetModel) raise(i int, e uint64) {
 	for _, v := range []*mgrView{&m.mgrs[i], m.mgrs[i].alt} {
 		if v != nil && e > v.epoch {
-			v.epoch, v.lease = e, 0
+			v.epoch, v.lease, v.alone = e, 0, false
 		}
 	}
 }
@@ -324,6 +361,15 @@ func (m *fleetModel) acquire(i int) *fleetPermit {
 	case breaker.Open, breaker.Probing:
 		m.edge("declined")
 		return nil
+	}
+	if v.alone {
+		// Open alone: the probe is this manager's, for its probe time,
+		// and the store hears nothing of it.
+		m.edge("probe-alone")
+		m.move(i, breaker.Probing, m.now.Add(v.probe), false, "probe")
+		p := &fleetPermit{mgr: i, gen: v.gen, probe: true, alone: true, epoch: v.epoch}
+		m.held = append(m.held, p)
+		return p
 	}
 	// Half-open: the caller takes the local probe slot and asks the store
 	// for the lease of the manager's epoch.
@@ -386,10 +432,15 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 			if f.run > 0 {
 				m.edge("run-forgotten")
 			}
-			f.run, f.runBy = 0, 0
+			f.endRun()
 		}
 		f.run++
 		f.runBy |= 1 << p.mgr
+		f.shares[p.mgr]++
+		if v.ownGen != p.gen {
+			v.own, v.ownGen = 0, p.gen
+		}
+		v.own++
 		f.runTo = m.now.Add(sharedFailureTTL)
 		v.dirty, v.dirtyIn = true, max(v.dirtyIn, f.epoch)
 		switch {
@@ -397,11 +448,18 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 			// The fleet is open already: the reply says so.
 			m.edge("failure-while-fleet-open")
 			m.follow(p.mgr, f.status(m.now), m.now, "reply")
-		case f.run >= m.k:
+		case f.trips(m.k, m.quorum):
 			m.raise(p.mgr, f.epoch)
 			m.trip(p.mgr)
+		case m.quorum > 1 && v.own >= m.k:
+			m.tripAlone(p.mgr)
+		case f.run >= m.k:
+			m.edge("quorum-short")
 		}
 	case classify.Success:
+		if v.ownGen == p.gen {
+			v.own = 0
+		}
 		if v.dirty && v.epoch%2 == 0 && v.epoch > v.dirtyIn {
 			// The rule of the fleet's run: a run belongs to its closed
 			// epoch, and a closing or a reset deletes it. A manager
@@ -425,7 +483,22 @@ func (m *fleetModel) release(p *fleetPermit, o classify.Outcome) {
 		if f.run > 0 {
 			m.edge("run-ended")
 		}
-		f.run, f.runBy = 0, 0
+		f.endRun()
+	}
+}
+
+// tripAlone opens manager i alone: its own failures in a row reached k,
+// the fleet's run is short of the quorum. The store hears nothing of it.
+func (m *fleetModel) tripAlone(i int) {
+	m.edge("trip-alone")
+	v := &m.mgrs[i]
+	m.move(i, breaker.Open, m.now.Add(v.open), false, "trip")
+	v.alone = true
+	if v.alt != nil {
+		v.alt.alone = true
+	}
+	if v.open == 0 {
+		m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 	}
 }
 
@@ -461,6 +534,10 @@ func (m *fleetModel) trip(i int) {
 func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 	i := p.mgr
 	v := &m.mgrs[i]
+	if p.alone {
+		m.releaseAlone(p, o)
+		return
+	}
 	kept := v.lease == p.gen
 	if kept {
 		v.lease = 0
@@ -534,7 +611,8 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 	case o == classify.Success:
 		m.edge("probe-success")
 		f.epoch++
-		f.openTo, f.holder, f.probeTo, f.run, f.runBy = time.Time{}, -1, time.Time{}, 0, 0
+		f.openTo, f.holder, f.probeTo = time.Time{}, -1, time.Time{}
+		f.endRun()
 		m.raise(i, f.epoch)
 		m.move(i, breaker.Closed, time.Time{}, false, "verdict")
 		m.publish(store.Change{Kind: store.Closed, Epoch: f.epoch}, "verdict")
@@ -543,6 +621,34 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 		f.holder, f.probeTo = -1, time.Time{}
 		m.move(i, breaker.HalfOpen, time.Time{}, false, "verdict")
 		m.publish(store.Change{Kind: store.Released, Epoch: f.epoch}, "verdict")
+	}
+}
+
+// releaseAlone releases the probe of a breaker open alone: it closes,
+// opens again for its own period, or is half-open again, here only.
+func (m *fleetModel) releaseAlone(p *fleetPermit, o classify.Outcome) {
+	i := p.mgr
+	v := &m.mgrs[i]
+	if v.state != breaker.Probing || v.gen != p.gen {
+		m.edge("fenced-probe-by-" + p.staleBy)
+		return
+	}
+	switch o {
+	case classify.Success:
+		m.edge("alone-closes")
+		m.move(i, breaker.Closed, time.Time{}, false, "verdict")
+		v.alone = false
+	case classify.Failure:
+		m.edge("alone-reopens")
+		m.move(i, breaker.Open, m.now.Add(v.open), false, "verdict")
+		if v.open == 0 {
+			m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
+		}
+	default:
+		m.move(i, breaker.HalfOpen, time.Time{}, false, "verdict")
+	}
+	if v.alt != nil {
+		v.alt.alone = v.alone
 	}
 }
 
@@ -574,7 +680,8 @@ func (m *fleetModel) reset(i int) {
 		}
 	}
 	f.epoch += 2 - f.epoch%2
-	f.openTo, f.holder, f.probeTo, f.forced, f.run, f.runBy = time.Time{}, -1, time.Time{}, false, 0, 0
+	f.openTo, f.holder, f.probeTo, f.forced = time.Time{}, -1, time.Time{}, false
+	f.endRun()
 	m.mgrs[i].lease = 0
 	m.raise(i, f.epoch)
 	m.move(i, breaker.Closed, time.Time{}, false, "reset")

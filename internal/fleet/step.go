@@ -1030,7 +1030,9 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 // started by then.
 func (s *State) raise(v View, e uint64) {
 	if e > s.Epoch {
-		s.Epoch, s.EpochAt = e, v.Asked
+		// The fleet moved on: a breaker open alone in the epoch it
+		// left follows it from now on.
+		s.Epoch, s.EpochAt, s.Alone = e, v.Asked, false
 	}
 	if s.Dirty && e%2 == 0 && e > s.DirtyIn {
 		// A closing after the failures this process reported deleted
