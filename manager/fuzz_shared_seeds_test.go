@@ -117,10 +117,10 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 			header: withQuorum(shHeader(3, 2, 2, 1, 1), 2), // open 30ms, 200ms, 1s; resync every second
 			ops: shOps(
 				shFail(0), shFail(0), // 0's own two: it opens alone for 30ms
-				shFail(1),            // the run is 3, 1 without 0's: short of the quorum
+				shFail(1),                                          // the run is 3, 1 without 0's: short of the quorum
 				shAcq(0), shEdge(0), shAcq(0), shRel(0, shFailure), // declined, then a failed probe of its own
 				shEdge(0), shAcq(0), shRel(0, shSuccess), // it closes, alone
-				shFail(1),                                // 2 without 0's: the fleet opens
+				shFail(1), // 2 without 0's: the fleet opens
 				shAdv(time.Second), shRst(2),
 				shFail(0), shFail(0), shFail(1), shFail(1), // 0 opens alone, then 1 opens the fleet
 				shAcq(2),

@@ -73,14 +73,14 @@ func (r fixedPeriods) Timeout(c recover.Context, state any) (time.Duration, any)
 // fleetStore is the store's side of the model: the fleet's breaker.
 type fleetStore struct {
 	epoch     uint64
-	run       int64     // the shared run of consecutive failures
-	runTo     time.Time // when the run is forgotten
-	runBy     uint64    // bit i: manager i added to the run
+	run       int64                    // the shared run of consecutive failures
+	runTo     time.Time                // when the run is forgotten
+	runBy     uint64                   // bit i: manager i added to the run
 	shares    [sharedMaxManagers]int64 // the run's failures, by manager
-	openTo    time.Time // the end of the open period
-	holder    int       // the manager holding the probe lease, or -1
-	holderGen uint64    // the generation of the holder's probing state
-	probeTo   time.Time // the end of the lease
+	openTo    time.Time                // the end of the open period
+	holder    int                      // the manager holding the probe lease, or -1
+	holderGen uint64                   // the generation of the holder's probing state
+	probeTo   time.Time                // the end of the lease
 	forced    bool
 }
 
@@ -148,14 +148,14 @@ type mgrView struct {
 	lease uint64
 	// late: the manager follows a lease until a millisecond from when its
 	// caller was refused, after the lease's end (see acquire).
-	late     bool
-	dirty    bool   // a failure was reported since the last reported success
+	late  bool
+	dirty bool // a failure was reported since the last reported success
 	// own is the manager's own count of failures in a row, in its closed
 	// generation ownGen (its machine's counter, which a quorum's lone
 	// opening trips on); alone: it opened alone, short of the quorum.
-	own    int64
-	ownGen uint64
-	alone  bool
+	own      int64
+	ownGen   uint64
+	alone    bool
 	dirtyIn  uint64 // the newest store epoch such a failure was counted in
 	resyncAt time.Time
 	open     time.Duration // its Recover's open period
