@@ -124,12 +124,12 @@ func TestDryRunShared(t *testing.T) {
 	assert.Equal(t, uint64(1), bs[1].Stats().WouldDecline)
 	assert.Equal(t, uint64(1), bs[0].Stats().Declined)
 
-	mock.Add(time.Second)
+	mock.Add(time.Second + maxLag)
 	syncAll(ms)
 	p := probe(t, bs[0])
 	syncAll(ms)
-	requireState(t, bs[1], breaker.HalfOpen, "web-7 probes for the fleet, which takes no message")
-	// web-8 would probe, finds web-7's lease, and would decline.
+	requireState(t, bs[1], breaker.Probing, "web-7 probes for the fleet, and web-8 heard of its lease")
+	// web-8 would decline: another process probes.
 	other := letThrough(t, bs[1], "another process probes")
 	assert.False(t, other.Probe())
 	other.Release(nil)

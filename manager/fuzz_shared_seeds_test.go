@@ -151,13 +151,16 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 		{
 			// The holder never answers: its lease runs out, another
 			// manager probes in the same epoch, and the late verdict
-			// changes nothing. Managers learn of a lease at their
-			// resync, or when their caller is refused.
+			// changes nothing. Managers whose watch missed a lease
+			// learn of it at their resync, or when their caller is
+			// refused.
 			name:   "lease-runs-out",
 			header: withProbes(shHeader(3, 1, 4, 4, 1), 5), // open 1s, 0, 1s; probe 5s, 10s, 50ms; resync every second
 			ops: shOps(
-				shFail(0), shAdv(time.Second), // half-open at 1s (and a resync)
-				shAcq(0), shAdv(time.Second), // manager 0 probes; at the resync 1 and 2 learn of it
+				shFail(0), shAdv(time.Second), // manager 0 half-open at 1s (and a resync); 1 and 2 wait their lag
+				shHold(1), shHold(2), shAcq(0), // manager 0 probes; 1 and 2 miss the lease
+				shAdv(100*time.Millisecond), shAcq(1), // manager 1's caller is refused: it follows the lease
+				shAdv(time.Second), shDeliver(1), shDeliver(2), // at the resync 2 learns of it
 				shAdv(sharedProbeTime),       // the lease runs out at 6s
 				shAcq(1), shAdv(time.Second), // manager 1 probes; at the resync 0 and 2 follow it
 				shAcq(0), shAcq(2), // declined
@@ -165,6 +168,15 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 				shRel(0, shSuccess), // manager 0's late verdict
 				shAdv(sharedProbeTime), shAcq(2), shRel(0, shSuccess),
 			),
+		},
+		{
+			// A lease runs out and its holder, half-open again at once,
+			// takes another: the other manager, probing for the first
+			// until its end and its lag, follows the second's end (a
+			// probing state's deadline moved, as an open period's is).
+			name:   "second-lease-moves-followers",
+			header: withProbes(shHeader(2, 1, 0, 4, 2), 0), // open 0, 200ms; probe 10s, 50ms; resync 3s
+			ops:    shOps(shFail(0), shAcq(0), shAdv(sharedProbeTime), shAcq(0), shAdv(time.Second)),
 		},
 		{
 			// A probe's verdict after its lease ran out is refused by the
@@ -194,7 +206,7 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 				shFail(0), shForce(1), shRst(1), // forced from open
 				shFail(1), shEdge(0), shForce(0), shRst(0), // from half-open
 				shFail(0), shEdge(0), shRst(1), // reset from half-open
-				shFail(0), shEdge(0), shAcq(1), shForce(0), shRel(0, shSuccess), shRst(1), // forced while probing: the verdict is fenced
+				shFail(0), shEdge(0), shAcq(0), shForce(1), shRel(0, shSuccess), shRst(1), // forced while probing: the verdict is fenced
 				shFail(0), shEdge(0), shAcq(0), shRst(1), shRel(0, shFailure), // reset while probing: the verdict is fenced
 				shFail(1), shRst(0), // reset from open
 				shAcq(0), shFail(1), shRst(1), shRel(0, shFailure), // a closed breaker's Reset keeps its permits: this one trips
@@ -286,7 +298,7 @@ var sharedEdges = []string{
 	// The open period and the probe.
 	"declined", "open-period-ends", "probe-granted", "probe-refused",
 	"lease-learnt-by-resync", "probe-success", "probe-failure", "reopen-period-over",
-	"probe-ignored", "lease-ran-out", "probe-time-ends", "probe-again-in-epoch", "refused-lease-floor",
+	"probe-ignored", "lease-ran-out", "probe-time-ends", "probe-again-in-epoch",
 	"ran-out-prober-follows",
 	// Manual control, from every state of the fleet.
 	"force-from-closed", "force-from-open", "force-from-half_open", "force-from-probing", "force-from-forced",

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	fstep "github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/store"
 )
@@ -277,13 +278,18 @@ func checkFleet(fatalf func(string, ...any), mod *fleetModel, mem *store.Memory,
 	}
 
 	// A trip: every manager is open until the opener's trip instant plus
-	// its open period, or half-open if that period is zero.
+	// its open period (and, but for the opener, its lag), or half-open if
+	// that period is zero.
 	if mod.tripped {
 		mod.tripped = false
-		until := mod.tripAt.Add(mod.mgrs[mod.opener].open)
+		d := mod.mgrs[mod.opener].open
 		for i, b := range bs {
 			if mod.mgrs[i].held || mod.mgrs[i].unsure {
 				continue // it has not heard of the trip
+			}
+			until := mod.tripAt.Add(d)
+			if i != mod.opener && d > 0 {
+				until = until.Add(mod.lag(i))
 			}
 			s := b.Snapshot()
 			if until.After(now) && (s.State != breaker.Open || !s.Until.Equal(until)) || !until.After(now) && s.State != breaker.HalfOpen {
@@ -293,7 +299,6 @@ func checkFleet(fatalf func(string, ...any), mod *fleetModel, mem *store.Memory,
 	}
 
 	// Every manager: its view, and the fleet's state.
-	fleet := f.state(now)
 	for i, b := range bs {
 		s := b.Snapshot()
 		v := &mod.mgrs[i]
@@ -320,38 +325,14 @@ func checkFleet(fatalf func(string, ...any), mod *fleetModel, mem *store.Memory,
 		if v.held || v.unsure {
 			// It has not heard of every change: it follows the fleet
 			// again once it learnt what it missed.
-			if !v.held && convergedWith(s, v, f, now) {
+			if !v.held && convergedWith(mod, i, s) {
 				v.unsure = false
 			}
 			continue
 		}
-		switch {
-		case fleet == breaker.Closed, fleet == breaker.HalfOpen && s.State != breaker.Probing:
-			if s.State != fleet {
-				fatalf("manager %d is %v; the fleet is %v", i, s.State, fleet)
-			}
-		case fleet == breaker.Open:
-			if s.State != breaker.Open || s.Forced != f.forced {
-				fatalf("manager %d is %v (forced %v); the fleet is open (forced %v)", i, s.State, s.Forced, f.forced)
-			}
-			if !f.forced && !s.Until.Equal(f.openTo) {
-				fatalf("manager %d is open until %s; the fleet until %s", i, untilString(s.Until), untilString(f.openTo))
-			}
-		case fleet == breaker.Probing:
-			// The holder probes; another follows its lease once it
-			// learnt of it, and is half-open until then.
-			if i == f.holder && s.State != breaker.Probing || s.State != breaker.HalfOpen && s.State != breaker.Probing {
-				fatalf("manager %d is %v; the fleet is probing (manager %d holds the lease)", i, s.State, f.holder)
-			}
-			if s.State == breaker.Probing && !s.Until.Equal(f.probeTo) && !v.late {
-				fatalf("manager %d probes until %s; the lease ends at %s", i, untilString(s.Until), untilString(f.probeTo))
-			}
-		default:
-			// Half-open: a manager refused a lease that was about to end
-			// follows it a little longer (see fleetModel.acquire).
-			if !(v.late && s.State == breaker.Probing) {
-				fatalf("manager %d is %v; the fleet is half-open", i, s.State)
-			}
+		if !followsFleet(mod, i, s) {
+			fatalf("manager %d is %v until %s; the fleet is %s (open until %s, opened by %q; lease of manager %d until %s, the last until %s; its lag %v)",
+				i, s.State, untilString(s.Until), mod.fleetName(), untilString(f.openTo), f.by, f.holder, untilString(f.probeTo), untilString(f.leaseEnd), mod.lag(i))
 		}
 	}
 
@@ -392,15 +373,44 @@ func untilString(t time.Time) string {
 	return fmt.Sprintf("+%v", t.Sub(time.Unix(0, 0).UTC()))
 }
 
-// convergedWith reports whether snapshot s (of view v) shows the fleet's
-// state f at now.
-func convergedWith(s *breaker.Snapshot, v *mgrView, f *fleetStore, now time.Time) bool {
+// followsFleet reports whether snapshot s of manager i shows the fleet's
+// state: open until the fleet's period's end (and its lag, unless it
+// opened the epoch); the lease's holder probing until the lease's end, the
+// others probing for it until then and their lag (within fleet.Tolerance:
+// see fleet.Follow); half-open once both are
+// over, or still waiting its lag; or probing a millisecond past a lease
+// that was about to end when its caller was refused (fleetModel.acquire).
+func followsFleet(mod *fleetModel, i int, s *breaker.Snapshot) bool {
+	f, v, now := &mod.store, &mod.mgrs[i], mod.now
+	probingFor := func(end time.Time) bool {
+		// Within Tolerance: a mirror probing for one lease keeps its
+		// deadline when another lease ends close to it.
+		return s.State == breaker.Probing && s.Until.Sub(end.Add(mod.lag(i))).Abs() <= fstep.Tolerance
+	}
 	switch fleet := f.state(now); fleet {
+	case breaker.Closed:
+		return s.State == breaker.Closed
 	case breaker.Open:
-		return s.State == breaker.Open && s.Forced == f.forced && (f.forced || s.Until.Equal(f.openTo))
+		return s.State == breaker.Open && s.Forced == f.forced && (f.forced || s.Until.Equal(mod.openUntil(i)))
 	case breaker.Probing:
-		return s.State == breaker.HalfOpen || s.State == breaker.Probing && s.Until.Equal(f.probeTo)
+		if i == f.holder {
+			return s.State == breaker.Probing
+		}
+		return probingFor(f.probeTo) || v.late && s.State == breaker.Probing
 	default:
-		return s.State == fleet && v.epoch == f.epoch
+		lagging := s.State == breaker.Open && !s.Forced && s.Until.Equal(mod.openUntil(i)) && s.Until.After(now)
+		return s.State == breaker.HalfOpen || lagging || !f.leaseEnd.IsZero() && probingFor(f.leaseEnd) || v.late && s.State == breaker.Probing
+	}
+}
+
+// convergedWith reports whether snapshot s of manager i, which missed
+// changes, shows the fleet's state again, in the fleet's epoch.
+func convergedWith(mod *fleetModel, i int, s *breaker.Snapshot) bool {
+	f, v := &mod.store, &mod.mgrs[i]
+	switch f.state(mod.now) {
+	case breaker.Open, breaker.Probing:
+		return followsFleet(mod, i, s)
+	default:
+		return followsFleet(mod, i, s) && v.epoch == f.epoch
 	}
 }

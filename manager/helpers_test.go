@@ -16,8 +16,14 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
+	fstep "github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/manager"
 )
+
+// maxLag is the longest a process of a fleet waits past the end of
+// another's opening, or of a lease, before it turns half-open: every
+// manager of a test is half-open maxLag after the open period's end.
+const maxLag = fstep.MaxLag
 
 // errBoom is the error of a failing call in these tests.
 var errBoom = errors.New("boom")

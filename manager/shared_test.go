@@ -268,11 +268,11 @@ func TestSharedOneProbe(t *testing.T) {
 	fail(t, bs[0], 1)
 	syncAll(ms)
 	require.True(t, allIn(bs, breaker.Open)(), "every manager is open")
-	mock.Add(time.Second)
+	mock.Add(time.Second + maxLag)
 	for _, m := range ms {
 		m.Sync()
 	}
-	require.True(t, allIn(bs, breaker.HalfOpen)(), "every manager is half-open once the open period is over")
+	require.True(t, allIn(bs, breaker.HalfOpen)(), "every manager is half-open once the open period and the lags are over")
 
 	var trials atomic.Int64
 	release := make(chan struct{})
@@ -337,7 +337,8 @@ func TestSharedHealthyCallsStayLocal(t *testing.T) {
 }
 
 // The process that opens the breaker decides the open period; the others
-// follow the period the store holds, whatever their own Recover says.
+// follow the period the store holds, whatever their own Recover says, and
+// turn half-open their lag after it.
 func TestSharedOpenerDecidesThePeriod(t *testing.T) {
 	mock := clock.NewMock()
 	mem := store.NewMemory(mock)
@@ -348,11 +349,15 @@ func TestSharedOpenerDecidesThePeriod(t *testing.T) {
 	ms[0].Sync()
 	ms2[0].Sync()
 	require.Equal(t, breaker.Open, bs2[0].State(), "the second manager follows")
-	assert.WithinDuration(t, t0.Add(2*time.Second), bs2[0].Snapshot().Until, 0, "the follower's open period ends when the opener's does")
+	assert.Equal(t, t0.Add(2*time.Second), bs[0].Snapshot().Until, "the opener's open period")
+	assert.WithinRange(t, bs2[0].Snapshot().Until, t0.Add(2*time.Second+maxLag-30*time.Millisecond), t0.Add(2*time.Second+maxLag), "the follower's open period ends its lag after the opener's")
 	mock.Add(2 * time.Second)
 	ms[0].Sync()
 	ms2[0].Sync()
 	assert.Equal(t, breaker.HalfOpen, bs[0].State())
+	assert.Equal(t, breaker.Open, bs2[0].State(), "the follower waits its lag")
+	mock.Add(maxLag)
+	ms2[0].Sync()
 	assert.Equal(t, breaker.HalfOpen, bs2[0].State())
 }
 

@@ -95,9 +95,9 @@ func TestSharedFailClosedAdmitsNoCallWhileDown(t *testing.T) {
 	fail(t, a, 3)
 	syncAll(ms)
 	require.Equal(t, breaker.Open, b.State(), "B follows the fleet's opening")
-	advance(ms[1], mock, 20*time.Millisecond)
+	advance(ms[1], mock, 20*time.Millisecond+maxLag)
 	syncAll(ms)
-	require.Equal(t, breaker.HalfOpen, b.State())
+	require.Equal(t, breaker.HalfOpen, b.State(), "B's lag after the fleet's period")
 
 	cut.cut.Store(true)
 	admitted := 0

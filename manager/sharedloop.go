@@ -100,10 +100,11 @@ func (sh *shared) effects(list []fleet.Effect) {
 	}
 }
 
-// extend moves the end of the open period of generation gen to until.
+// extend moves the end of the open period of generation gen, or of its
+// probing for another process's lease, to until.
 func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 	s := b.mach.Snapshot()
-	if s.Gen != gen || s.State != breaker.Open {
+	if s.Gen != gen || s.State != breaker.Open && s.State != breaker.Probing {
 		return
 	}
 	if b.mach.SetUntil(gen, until) {

@@ -35,9 +35,13 @@ import (
 //     nothing of the fleet's closed epoch, until it closes or the fleet
 //     moves to another epoch;
 //   - at the end of the open period one probe lease is granted, to the
-//     first caller anywhere; another manager learns of it when its own
-//     caller is refused, or at its next resync; the lease ends at its
-//     time, by its verdict, or with its epoch;
+//     first caller anywhere; the store announces it, and another manager
+//     learns of it so (or, its watch held, when its own caller is refused,
+//     or at its next resync); the lease ends at its time, by its verdict,
+//     or with its epoch;
+//   - a manager acts on the end of another's open period, and of a lease,
+//     its lag later (fleet.Lag of its name), so that the opener, which
+//     acts at once, asks first and the others hear of its lease;
 //   - ForceOpen and Reset act on the store, for every manager, and a
 //     verdict or an outcome decided before them changes nothing;
 //   - every manager's breaker follows the store: after the syncs its state
@@ -82,6 +86,8 @@ type fleetStore struct {
 	holderGen uint64                   // the generation of the holder's probing state
 	probeTo   time.Time                // the end of the lease
 	forced    bool
+	by        string    // who opened the opened epoch (store.Reason.By)
+	leaseEnd  time.Time // the end of the epoch's last lease, kept once it ran out
 }
 
 func (f *fleetStore) opened() bool { return f.epoch%2 == 1 }
@@ -131,11 +137,16 @@ func (f *fleetStore) remaining(now time.Time) (open, probe time.Duration) {
 // status is the store's Status at now.
 func (f *fleetStore) status(now time.Time) store.Status {
 	open, probe := f.remaining(now)
-	return store.Status{Epoch: f.epoch, Open: open, Probe: probe, Forced: f.forced && f.opened()}
+	st := store.Status{Epoch: f.epoch, Open: open, Probe: probe, Forced: f.forced && f.opened()}
+	if f.opened() && !f.forced {
+		st.Reason.By = f.by
+	}
+	return st
 }
 
 // mgrView is what the model expects of one manager's breaker.
 type mgrView struct {
+	name   string // its manager's Options.Name
 	state  breaker.State
 	until  time.Time // Snapshot.Until: the end of an open period or of a probe's time
 	forced bool
@@ -205,13 +216,28 @@ func newFleetModel(k, quorum int, opens, probes []time.Duration, resync time.Dur
 	m := &fleetModel{k: int64(k), quorum: quorum, resync: resync, now: now, probes: map[uint64]int{}, edges: map[string]int{}}
 	m.store.holder = -1
 	for i, o := range opens {
-		m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: now.Add(resync), open: o, probe: probes[i]})
+		m.mgrs = append(m.mgrs, mgrView{name: mgrName(i), state: breaker.Closed, gen: 1, resyncAt: now.Add(resync), open: o, probe: probes[i]})
 	}
 	m.edge(fmt.Sprintf("managers-%d", len(opens)))
 	return m
 }
 
 func (m *fleetModel) edge(name string) { m.edges[name]++ }
+
+// mgrName is manager i's Options.Name.
+func mgrName(i int) string { return fmt.Sprintf("m%d", i) }
+
+// lag is manager i's lag (fleet.Lag).
+func (m *fleetModel) lag(i int) time.Duration { return fstep.Lag(m.mgrs[i].name) }
+
+// openUntil is when manager i's view of the fleet's open period ends: the
+// store's end, and its lag unless it opened the epoch.
+func (m *fleetModel) openUntil(i int) time.Time {
+	if m.mgrs[i].name == m.store.by {
+		return m.store.openTo
+	}
+	return m.store.openTo.Add(m.lag(i))
+}
 
 // moveView takes v to st (with until and forced), a transition unless it
 // is there already, and reports whether it was one.
@@ -257,7 +283,7 @@ func (m *fleetModel) staled(i int, gen uint64, why string) {
 // state: not once the probe's time ran out, though it keeps the lease
 // until the probe's permit is released.
 func followView(v *mgrView, st store.Status, at, now time.Time) {
-	s := fstep.State{Epoch: v.epoch, Alone: v.alone}
+	s := fstep.State{Epoch: v.epoch, Alone: v.alone, Policy: store.Policy{Reporter: v.name}}
 	if v.lease != 0 {
 		s.Held = fstep.Lease{Gen: v.lease, Epoch: v.epoch}
 	}
@@ -271,9 +297,9 @@ func followView(v *mgrView, st store.Status, at, now time.Time) {
 		moveView(v, mv.State, mv.Until, mv.Forced)
 	}
 	for _, e := range a.Loop {
-		if x, ok := e.(fstep.Extend); ok && v.state == breaker.Open {
-			// The loop corrects an open period's end, wherever the
-			// step decided it.
+		if x, ok := e.(fstep.Extend); ok && (v.state == breaker.Open || v.state == breaker.Probing) {
+			// The loop corrects an open period's end, or a lease's,
+			// wherever the step decided it.
 			v.until = x.Until
 		}
 	}
@@ -379,6 +405,7 @@ func (m *fleetModel) acquire(i int) *fleetPermit {
 	}
 	if v.epoch == f.epoch && f.state(m.now) == breaker.HalfOpen {
 		f.holder, f.holderGen, f.probeTo = i, v.gen, m.now.Add(v.probe)
+		f.leaseEnd = f.probeTo
 		v.until, v.lease = f.probeTo, v.gen
 		if v.alt != nil {
 			v.alt.until, v.alt.lease = f.probeTo, v.gen
@@ -389,19 +416,19 @@ func (m *fleetModel) acquire(i int) *fleetPermit {
 		m.edge("probe-granted")
 		p := &fleetPermit{mgr: i, gen: v.gen, probe: true, epoch: v.epoch}
 		m.held = append(m.held, p)
+		// The store announces the lease: the others probe for it.
+		m.publish(store.Change{Kind: store.Leased, Epoch: f.epoch, Probe: v.probe}, "lease")
 		return p
 	}
-	// Refused: declined, and following what the store says, the lease
-	// another holds for at least a millisecond (the manager's floor on the
-	// refused probe's timer).
+	// Refused: declined, and following what the store says: the lease
+	// another holds, until its end and the manager's lag, or for a
+	// millisecond (the manager's floor on the refused probe's timer).
 	m.edge("probe-refused")
 	_, probe := f.remaining(m.now)
-	v.until = m.now.Add(max(probe, time.Millisecond))
-	if !v.until.Equal(f.probeTo) {
-		v.late = true
-		if probe > 0 {
-			m.edge("refused-lease-floor")
-		}
+	if probe > 0 {
+		v.until = f.probeTo.Add(m.lag(i))
+	} else {
+		v.until, v.late = m.now.Add(time.Millisecond), true
 	}
 	if v.alt != nil {
 		v.alt.until, v.alt.late = v.until, v.late
@@ -525,9 +552,9 @@ func (m *fleetModel) trip(i int) {
 		m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 	}
 	f.epoch++
-	f.openTo, f.holder, f.probeTo, f.forced = m.now.Add(d), -1, time.Time{}, false
+	f.openTo, f.holder, f.probeTo, f.forced, f.by, f.leaseEnd = m.now.Add(d), -1, time.Time{}, false, m.mgrs[i].name, time.Time{}
 	m.raise(i, f.epoch)
-	m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d}, "trip")
+	m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d, Reason: store.Reason{By: f.by}}, "trip")
 }
 
 // releaseProbe releases the probe permit p with outcome o.
@@ -599,9 +626,9 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 			m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 		}
 		f.epoch += 2
-		f.openTo, f.holder, f.probeTo = m.now.Add(d), -1, time.Time{}
+		f.openTo, f.holder, f.probeTo, f.by, f.leaseEnd = m.now.Add(d), -1, time.Time{}, v.name, time.Time{}
 		m.raise(i, f.epoch)
-		m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d}, "verdict")
+		m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d, Reason: store.Reason{By: f.by}}, "verdict")
 	case !valid:
 		// The store refuses the verdict: it is applied here as an ignored
 		// probe, and the breaker follows what the store says.
@@ -611,7 +638,7 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 	case o == classify.Success:
 		m.edge("probe-success")
 		f.epoch++
-		f.openTo, f.holder, f.probeTo = time.Time{}, -1, time.Time{}
+		f.openTo, f.holder, f.probeTo, f.leaseEnd = time.Time{}, -1, time.Time{}, time.Time{}
 		f.endRun()
 		m.raise(i, f.epoch)
 		m.move(i, breaker.Closed, time.Time{}, false, "verdict")
@@ -660,7 +687,7 @@ func (m *fleetModel) forceOpen(i int) {
 	v.lease = 0
 	if !(f.forced && f.opened()) {
 		f.epoch += 1 + f.epoch%2
-		f.openTo, f.holder, f.probeTo, f.forced = time.Time{}, -1, time.Time{}, true
+		f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd = time.Time{}, -1, time.Time{}, true, time.Time{}
 		defer m.publish(store.Change{Kind: store.Forced, Epoch: f.epoch}, "force")
 	}
 	m.raise(i, f.epoch)
@@ -680,7 +707,7 @@ func (m *fleetModel) reset(i int) {
 		}
 	}
 	f.epoch += 2 - f.epoch%2
-	f.openTo, f.holder, f.probeTo, f.forced = time.Time{}, -1, time.Time{}, false
+	f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd = time.Time{}, -1, time.Time{}, false, time.Time{}
 	f.endRun()
 	m.mgrs[i].lease = 0
 	m.raise(i, f.epoch)
@@ -692,7 +719,7 @@ func (m *fleetModel) reset(i int) {
 // registers the breaker now: it follows the store's status from the start.
 func (m *fleetModel) join(open, probe time.Duration) {
 	m.edge("join-" + m.fleetName())
-	m.mgrs = append(m.mgrs, mgrView{state: breaker.Closed, gen: 1, resyncAt: m.now.Add(m.resync), open: open, probe: probe})
+	m.mgrs = append(m.mgrs, mgrView{name: mgrName(len(m.mgrs)), state: breaker.Closed, gen: 1, resyncAt: m.now.Add(m.resync), open: open, probe: probe})
 	m.follow(len(m.mgrs)-1, m.store.status(m.now), m.now, "join")
 	m.edge(fmt.Sprintf("managers-%d", len(m.mgrs)))
 }

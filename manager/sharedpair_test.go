@@ -124,13 +124,14 @@ func sharedStatus(t *testing.T, mem *store.Memory) store.Status {
 }
 
 // sharedHalfOpen trips the pair's breaker through replica 0 and lets its
-// open period run out: both replicas end half-open.
+// open period run out, and replica 1's lag after it: both replicas end
+// half-open.
 func sharedHalfOpen(t *testing.T, mock *clock.Mock, ms [2]*manager.Manager, bs [2]*manager.Breaker, failures int) {
 	t.Helper()
 	fail(t, bs[0], failures)
 	syncAll(ms[:])
 	requireState(t, bs[1], breaker.Open, "replica 1 after replica 0's trip")
-	mock.Add(time.Second)
+	mock.Add(time.Second + maxLag)
 	syncAll(ms[:])
 	for _, b := range bs {
 		requireState(t, b, breaker.HalfOpen, "after the open period")

@@ -72,7 +72,7 @@ func TestSharedRanOutProberFollowsAnothersLease(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, p0.Probe())
 	syncAll(ms)
-	mock.Add(time.Second) // manager 0's lease runs out; its probe never answers
+	mock.Add(time.Second + maxLag) // manager 0's lease runs out, and manager 1's lag after it; its probe never answers
 	syncAll(ms)
 	require.Equal(t, breaker.HalfOpen, bs[0].State())
 	p1, err := bs[1].Acquire(context.Background())

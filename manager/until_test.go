@@ -51,8 +51,8 @@ func TestEventUntil(t *testing.T) {
 	}
 }
 
-// A breaker that follows its fleet's opening says when the fleet's period
-// ends.
+// A breaker that follows its fleet's opening says when it turns
+// half-open: the fleet's period's end, and its lag.
 func TestEventUntilShared(t *testing.T) {
 	mock := clock.NewMock()
 	ms, bs := fleet(t, 2, mock, store.NewMemory(mock), manager.Config{
@@ -68,5 +68,6 @@ func TestEventUntilShared(t *testing.T) {
 	got := drain(events)
 	require.Len(t, got, 1)
 	assert.Equal(t, breaker.CauseShared, got[0].Cause)
-	assert.True(t, got[0].Until.Equal(t0.Add(time.Second)), "Until %v", got[0].Until.Sub(t0))
+	assert.Equal(t, bs[1].Snapshot().Until, got[0].Until, "the event's Until is the breaker's")
+	assert.WithinRange(t, got[0].Until, t0.Add(time.Second+maxLag-30*time.Millisecond), t0.Add(time.Second+maxLag), "Until %v", got[0].Until.Sub(t0))
 }

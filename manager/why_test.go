@@ -156,7 +156,7 @@ func TestSharedOpeningSaysWhoAndWhy(t *testing.T) {
 	assert.Equal(t, store.Reason{By: "web-7", Why: errDial.Error()}, sharedStatusOf(t, mem).Reason, "the store")
 
 	// web-8 probes, and its probe fails: web-7 says so.
-	mock.Add(time.Second)
+	mock.Add(time.Second + maxLag)
 	syncAll(ms)
 	probe(t, bs[1]).Release(err503)
 	syncAll(ms)
@@ -169,7 +169,7 @@ func TestSharedOpeningSaysWhoAndWhy(t *testing.T) {
 	assert.Equal(t, store.Reason{By: "web-8", Why: err503.Error()}, sharedStatusOf(t, mem).Reason)
 
 	// The fleet closes: no reason left anywhere.
-	mock.Add(time.Second)
+	mock.Add(time.Second + maxLag)
 	syncAll(ms)
 	probe(t, bs[0]).Release(nil)
 	syncAll(ms)
@@ -243,7 +243,7 @@ func TestOptionsNameNamesReporterAndHolder(t *testing.T) {
 	for range 2 {
 		fail(t, bs[0], 1)
 		syncAll(ms)
-		mock.Add(time.Second)
+		mock.Add(time.Second + maxLag)
 		syncAll(ms)
 		probe(t, bs[0]).Release(nil)
 		syncAll(ms)
@@ -312,7 +312,7 @@ func TestEventErrOfASlowCall(t *testing.T) {
 	assert.Contains(t, declined(t, b).Error(), "opened by: slow call: took 1s")
 
 	// The probe, slow too: its failure says so.
-	mock.Add(time.Second)
+	mock.Add(time.Second + maxLag)
 	m.Sync()
 	p := probe(t, b)
 	mock.Add(900 * time.Millisecond)

@@ -252,6 +252,7 @@ func (m *Memory) AcquireProbe(ctx context.Context, name, token string, epoch uin
 		return false, st, nil
 	}
 	b.probe, b.probeTo = token, now.Add(lease)
+	m.publish(Change{Name: name, Kind: Leased, Epoch: b.epoch, Probe: lease})
 	return true, b.status(now), nil
 }
 

@@ -15,7 +15,8 @@
 //   - the opening (Open), set only if absent, so the first opener's period
 //     stands for everyone;
 //   - the probe: a lease that one process in the fleet wins (AcquireProbe),
-//     and the verdict on it (Resolve), applied only by the lease holder;
+//     which every other hears of (a Leased change), and the verdict on it
+//     (Resolve), applied only by the lease holder;
 //   - manual control: Reset and ForceOpen act for every process.
 //
 // Time comes from the store: an open period or a lease is a remaining
@@ -73,7 +74,9 @@ type Store interface {
 	// lease long, if the breaker is in the opened epoch epoch, its open
 	// period is over and no process holds the lease; otherwise it returns
 	// false and the status, which says why and for how long. A lease
-	// belongs to its epoch: every opening and closing ends it. An epoch
+	// taken is announced (a Leased change), so that no other process asks
+	// for one while it runs. A lease belongs to its epoch: every opening
+	// and closing ends it. An epoch
 	// above the store's (the store lost its data) is adopted, and the
 	// breaker held open for lease, so that a probe still in flight from
 	// before the loss ends before another starts.
@@ -361,11 +364,18 @@ const (
 	Reset
 	// Forced: the breaker was forced open by ForceOpen, until a Reset.
 	Forced
+	// Leased: a process took the probe lease (AcquireProbe) for
+	// Change.Probe: the others hear that the fleet probes, and ask for
+	// no lease of their own until it ends.
+	Leased
 )
 
-// String returns "opened", "closed", "released", "reset" or "forced".
+// String returns "opened", "closed", "released", "reset", "forced" or
+// "leased".
 func (k ChangeKind) String() string {
 	switch k {
+	case Leased:
+		return "leased"
 	case Reset:
 		return "reset"
 	case Forced:
@@ -388,6 +398,8 @@ type Change struct {
 	Epoch uint64
 	// Open is the open period set by an Opened change.
 	Open time.Duration
+	// Probe is the lease a Leased change took.
+	Probe time.Duration
 	// SlowStart is the slow start a Closed change began (see
 	// Status.SlowStart); zero for none.
 	SlowStart time.Duration

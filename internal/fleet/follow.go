@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"hash/fnv"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -19,7 +20,38 @@ type Mirror struct {
 	// SlowUntil, closed, is the end of the fleet's slow start after a
 	// recovery (store.Status.SlowStart); zero: none.
 	SlowUntil time.Time
+	// Self is this process's name (manager.Options.Name), and Lag how
+	// long after the store's deadlines it acts on them (see Lag): the
+	// mirror's own settings, which Follow keeps.
+	Self string
+	Lag  time.Duration
 }
+
+// Lag returns how long after the end of another process's opening, or of
+// a lease, the process named self turns half-open and may ask for the
+// lease: from Tolerance+5ms to Tolerance+35ms, drawn from the name, so that
+// the processes of a fleet are spread over 30ms; zero for an empty name.
+// The process that opened the epoch (store.Reason.By) acts on the end of
+// its open period without a lag: as the period ends it asks for the
+// lease, which the store announces (a Leased change), and the others hear
+// of it before their own lag is over and ask for none. So a period end
+// costs one lease, however many processes call the breaker; if the opener
+// does not call, or died, the first of the others asks, and the rest hear
+// of its lease; so too when a lease runs out without a verdict. Lag is
+// above Tolerance so that a process whose own trip set its deadline is
+// corrected to its lag by the first status it hears.
+func Lag(self string) time.Duration {
+	if self == "" {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(self))
+	return MaxLag - 30*time.Millisecond + time.Duration(h.Sum32()%30000)*time.Microsecond
+}
+
+// MaxLag bounds Lag: every process of a fleet is half-open MaxLag after
+// the open period's end at the latest.
+const MaxLag = Tolerance + 35*time.Millisecond
 
 // Tolerance is how far a mirrored deadline may be from the store's before
 // Follow corrects it: replies take time, and each correction is a
@@ -38,10 +70,13 @@ const Tolerance = 25 * time.Millisecond
 //     epoch, with the fleet's slow start if a recovery began one (it ends
 //     at at+SlowStart, so a mirror that hears late joins it where it
 //     stands); for an odd one, open until at+Open, probing until at+Probe
-//     (another process's lease), or half-open. A close the mirror missed
-//     is learnt this way.
+//     (another process's lease), or half-open. Those deadlines are later
+//     by the mirror's Lag: a lease's end always, an open period's end
+//     unless the mirror's process opened the epoch. A close the mirror
+//     missed is learnt this way.
 //   - A status of the mirror's own epoch corrects it within the epoch: an
-//     open period's end, a lease another process took or gave back. A
+//     open period's end, a lease another process took (followed by a
+//     mirror still open too: the store's period is over) or gave back. A
 //     closed epoch changes nothing for a mirror closed or open in it (an
 //     open one has tripped and its opening is on its way to the store);
 //     one half-open or probing in it opened on its own while the store was
@@ -59,7 +94,7 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 	case st.Epoch < m.Epoch:
 		return m, false
 	case st.Epoch > m.Epoch:
-		return moved(m, described(st, at, now), true)
+		return moved(m, described(m, st, at, now), true)
 	case m.Forced:
 		return m, false
 	case !st.Opened():
@@ -70,9 +105,9 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 		if m.State == breaker.Open || m.State == breaker.Closed {
 			return m, false
 		}
-		return moved(m, described(st, at, now), true)
+		return moved(m, described(m, st, at, now), true)
 	}
-	want := described(st, at, now)
+	want := described(m, st, at, now)
 	switch want.State {
 	case breaker.Open:
 		if want.Forced {
@@ -85,7 +120,7 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 			return m, false
 		}
 	case breaker.Probing:
-		if m.Holder || m.State == breaker.Open && m.Until.After(now) {
+		if m.Holder {
 			return m, false
 		}
 		if m.State == breaker.Probing && m.Until.Sub(want.Until).Abs() <= Tolerance {
@@ -104,9 +139,15 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 	return moved(m, want, false)
 }
 
-// described returns the state the status describes, as a mirror at now.
-func described(st store.Status, at, now time.Time) Mirror {
-	f := Mirror{Epoch: st.Epoch}
+// described returns the state the status describes, as mirror m would be
+// at now: the end of another's lease later by m's Lag, and so the end of
+// the open period, unless m's process opened the epoch.
+func described(m Mirror, st store.Status, at, now time.Time) Mirror {
+	f := Mirror{Epoch: st.Epoch, Self: m.Self, Lag: m.Lag}
+	lag := m.Lag
+	if st.Reason.By == m.Self && st.Probe == 0 {
+		lag = 0
+	}
 	switch {
 	case !st.Opened():
 		f.State = breaker.Closed
@@ -115,10 +156,10 @@ func described(st store.Status, at, now time.Time) Mirror {
 		}
 	case st.Forced:
 		f.State, f.Forced = breaker.Open, true
-	case st.Open > 0 && at.Add(st.Open).After(now):
-		f.State, f.Until = breaker.Open, at.Add(st.Open)
-	case st.Probe > 0 && at.Add(st.Probe).After(now):
-		f.State, f.Until = breaker.Probing, at.Add(st.Probe)
+	case st.Open > 0 && at.Add(st.Open+lag).After(now):
+		f.State, f.Until = breaker.Open, at.Add(st.Open+lag)
+	case st.Probe > 0 && at.Add(st.Probe+lag).After(now):
+		f.State, f.Until = breaker.Probing, at.Add(st.Probe+lag)
 	default:
 		f.State = breaker.HalfOpen
 	}

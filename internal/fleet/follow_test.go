@@ -31,6 +31,34 @@ func slow(epoch uint64, until time.Time) fleet.Mirror {
 	return fleet.Mirror{State: C, Epoch: epoch, SlowUntil: until}
 }
 
+// lag is the Lag of the process "web-2", whose mirrors lagged makes.
+var lag = fleet.Lag("web-2")
+
+func lagged(st breaker.State, epoch uint64, until time.Time) fleet.Mirror {
+	return fleet.Mirror{State: st, Epoch: epoch, Until: until, Self: "web-2", Lag: lag}
+}
+
+// Lag spreads the processes of a fleet over 30ms past Tolerance, by name.
+func TestLag(t *testing.T) {
+	if got := fleet.Lag(""); got != 0 {
+		t.Errorf("Lag(\"\") = %v, want 0", got)
+	}
+	ms := map[time.Duration]bool{}
+	for i := range 100 {
+		l := fleet.Lag(fmt.Sprintf("web-%d-%d", i, 4000+i))
+		if l < fleet.Tolerance+5*time.Millisecond || l >= fleet.Tolerance+35*time.Millisecond {
+			t.Errorf("Lag of process %d: %v, out of [Tolerance+5ms, Tolerance+35ms)", i, l)
+		}
+		ms[l.Truncate(time.Millisecond)] = true
+	}
+	if len(ms) < 20 {
+		t.Errorf("100 processes' lags fall in %d milliseconds, want them spread over 20 at least", len(ms))
+	}
+	if fleet.Lag("web-2") != lag {
+		t.Error("Lag is not a function of the name")
+	}
+}
+
 func forced(epoch uint64) fleet.Mirror {
 	return fleet.Mirror{State: O, Epoch: epoch, Forced: true}
 }
@@ -59,7 +87,13 @@ func TestFollow(t *testing.T) {
 		{"own epoch: an open period corrected", mir(O, 3, t0.Add(10*time.Second), false), store.Status{Epoch: 3, Open: 7 * time.Second}, t0, t0, mir(O, 3, t0.Add(7*time.Second), false), true},
 		{"own epoch: still open in the store while half-open here", mir(H, 3, time.Time{}, false), store.Status{Epoch: 3, Open: time.Second}, t0, t0, mir(O, 3, t1, false), true},
 		{"own epoch: another's lease while half-open", mir(H, 3, time.Time{}, false), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, false), true},
-		{"own epoch: another's lease while still open here", mir(O, 3, t1, false), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(O, 3, t1, false), false},
+		{"own epoch: another's lease while still open here (the store's period is over)", mir(O, 3, t1, false), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, false), true},
+		{"another's opening: open until at+Open+Lag", lagged(C, 2, time.Time{}), store.Status{Epoch: 3, Open: 10 * time.Second, Reason: store.Reason{By: "web-1"}}, t0, t0, lagged(O, 3, t0.Add(10*time.Second+lag)), true},
+		{"this process's own opening: until at+Open", lagged(C, 2, time.Time{}), store.Status{Epoch: 3, Open: 10 * time.Second, Reason: store.Reason{By: "web-2"}}, t0, t0, lagged(O, 3, t0.Add(10*time.Second)), true},
+		{"another's lease ends later by the Lag, the opener's too", lagged(C, 2, time.Time{}), store.Status{Epoch: 3, Probe: 5 * time.Second, Reason: store.Reason{By: "web-2"}}, t0, t0, lagged(P, 3, t0.Add(5*time.Second+lag)), true},
+		{"own epoch: a period its own trip set is corrected to the Lag", lagged(O, 3, t0.Add(10*time.Second)), store.Status{Epoch: 3, Open: 10 * time.Second, Reason: store.Reason{By: "web-1"}}, t0, t0, lagged(O, 3, t0.Add(10*time.Second+lag)), true},
+		{"own epoch: a lagged period within tolerance", lagged(O, 3, t0.Add(10*time.Second+lag)), store.Status{Epoch: 3, Open: 10*time.Second - 5*time.Millisecond, Reason: store.Reason{By: "web-1"}}, t0, t0, lagged(O, 3, t0.Add(10*time.Second+lag)), false},
+		{"own epoch: the lease heard while the lag runs", lagged(O, 3, t0.Add(lag)), fleet.StatusOf(store.Change{Kind: store.Leased, Epoch: 3, Probe: time.Second}), t0, t0, lagged(P, 3, t1.Add(lag)), true},
 		{"own epoch: the holder ignores its own lease", mir(P, 3, t1, true), store.Status{Epoch: 3, Probe: time.Second}, t0, t0, mir(P, 3, t1, true), false},
 		{"own epoch: another's lease ended without a verdict", mir(P, 3, t1, false), store.Status{Epoch: 3}, t0, t0, mir(H, 3, time.Time{}, false), true},
 		{"own epoch: the holder keeps its probe", mir(P, 3, t1, true), store.Status{Epoch: 3}, t0, t0, mir(P, 3, t1, true), false},

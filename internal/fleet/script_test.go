@@ -214,7 +214,7 @@ func (a *args) err() error {
 }
 
 func (a *args) status() store.Status {
-	return store.Status{Epoch: uint64(a.int("epoch")), Open: a.dur("open"), Probe: a.dur("probe"), Forced: a.has("forced")}
+	return store.Status{Epoch: uint64(a.int("epoch")), Open: a.dur("open"), Probe: a.dur("probe"), Forced: a.has("forced"), Reason: store.Reason{By: a.kv["by"]}}
 }
 
 func (a *args) policy() (store.Policy, breaker.Strategy) {
@@ -242,6 +242,7 @@ func (d *script) init(a *args) {
 	}
 	p, strat := a.policy()
 	p.Quorum = int(a.int("quorum"))
+	p.Reporter = a.kv["name"] // the process's name: its Lag
 	fb := store.FallbackLocal
 	switch a.kv["fallback"] {
 	case "open":

@@ -434,7 +434,8 @@ type ForceCall struct{}
 // LeaseDecided.
 type AskLease struct{}
 
-// Extend moves the end of the open period of generation Gen to Until.
+// Extend moves the end of the open period of generation Gen, or of its
+// probing for another process's lease, to Until.
 type Extend struct {
 	Gen   uint64
 	Until time.Time
@@ -749,8 +750,13 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 	default:
 		// Another process probes, the store's open period is not over,
 		// or the fleet moved to another epoch: decline, and follow what
-		// the store says.
-		a.Probe = ProbeAnswer{Hold: max(m.Status.Probe, minHold), Decline: true}
+		// the store says (another's lease until its end and this
+		// process's lag, as Follow has it).
+		hold := minHold
+		if m.Status.Probe > 0 {
+			hold = max(m.Status.Probe+Lag(s.Policy.Reporter), minHold)
+		}
+		a.Probe = ProbeAnswer{Hold: hold, Decline: true}
 		s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
 	}
 }
@@ -986,14 +992,15 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	// This process holds the lease while its probe is the machine's
 	// current state, and while a caller asks for it.
 	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
-	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder}
+	self := s.Policy.Reporter
+	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self)}
 	next, changed := Follow(cur, h.Status, h.At, now)
 	if lost && v.Forced && !h.Status.Forced {
 		// The fleet's forcing was lost with the data, or lifted since
 		// (one made here while the store was away is on its way, and
 		// nothing is heard until it is in the store): what the store
 		// says stands.
-		next, changed = moved(cur, described(h.Status, h.At, now), true)
+		next, changed = moved(cur, described(cur, h.Status, h.At, now), true)
 	}
 	if !changed {
 		return

@@ -340,8 +340,12 @@ func (s *Store) AcquireProbe(ctx context.Context, name, token string, epoch uint
 	if s.err != nil {
 		return false, store.Status{}, s.err
 	}
+	cmd, channel, err := s.announce(ctx, name)
+	if err != nil {
+		return false, store.Status{}, wrap("acquire the probe of", name, err)
+	}
 	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
-	r, err := probeScript.Run(ctx, s.client, keys, token, ms(lease), epoch).Result()
+	r, err := probeScript.Run(ctx, s.client, keys, token, ms(lease), epoch, channel, name, cmd).Result()
 	if err != nil {
 		return false, store.Status{}, s.fail("acquire the probe of", name, err)
 	}

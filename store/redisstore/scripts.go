@@ -216,7 +216,11 @@ return {1, e, tonumber(ARGV[2]), 0, o}
 // open for one lease, so that a probe in flight from before the loss ends
 // before another starts.
 //
-// KEYS: open, probe, epoch, opener. ARGV: token, lease_ms, epoch.
+// A lease taken is announced ("leased|lease_ms|epoch|name"), so that the
+// other processes ask for none while it runs.
+//
+// KEYS: open, probe, epoch, opener. ARGV: token, lease_ms, epoch, channel,
+// name, publish.
 // Returns {won, epoch, open_pttl, probe_pttl, opener}.
 // A marker or a lease with less than a millisecond left (PTTL 0) counts as
 // expired.
@@ -235,6 +239,7 @@ if c < e or e % 2 == 0 or o > 0 or o == -1 or p > 0 then
   return {0, e, o, p, redis.call('GET', KEYS[4]) or ''}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call(ARGV[6], ARGV[4], 'leased|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[5])
 return {1, e, 0, tonumber(ARGV[2]), redis.call('GET', KEYS[4]) or ''}
 `)
 

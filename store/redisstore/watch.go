@@ -459,6 +459,8 @@ func parseChange(p string) (store.Change, bool) {
 		c.Kind, c.Open, c.SlowStart = store.Closed, 0, c.Open
 	case "released":
 		c.Kind = store.Released
+	case "leased":
+		c.Kind, c.Open, c.Probe = store.Leased, 0, c.Open
 	case "reset":
 		c.Kind = store.Reset
 	case "forced":

@@ -121,6 +121,9 @@ func reason(t *testing.T, h Harness) {
 	if err != nil || !ok || st.Reason != want7 {
 		t.Fatalf("AcquireProbe: %v %+v %v; want the lease, and Reason %+v", ok, st, err, want7)
 	}
+	if c := next("the lease"); c.Kind != store.Leased || c.Epoch != 1 || c.Probe != time.Minute {
+		t.Errorf("the lease's change: %+v, want leased in epoch 1 for 1m", c)
+	}
 	long := strings.Repeat("é", store.MaxWhy)
 	st, ok, err = s.Resolve(ctx(t), name, "web-8/1", 1, classify.Failure, time.Minute, store.Reason{By: "web-8", Why: long})
 	if err != nil || !ok {
@@ -566,9 +569,12 @@ func watch(t *testing.T, h Harness) {
 	want := []store.Change{
 		{Name: "svc", Kind: store.Opened, Epoch: 1, Open: time.Hour},
 		{Name: s2, Kind: store.Opened, Epoch: 1, Open: time.Millisecond},
+		{Name: s2, Kind: store.Leased, Epoch: 1, Probe: lease},
 		{Name: s2, Kind: store.Released, Epoch: 1},
+		{Name: s2, Kind: store.Leased, Epoch: 1, Probe: lease},
 		{Name: s2, Kind: store.Closed, Epoch: 2},
 		{Name: s2, Kind: store.Opened, Epoch: 3, Open: time.Millisecond},
+		{Name: s2, Kind: store.Leased, Epoch: 3, Probe: lease},
 		{Name: s2, Kind: store.Opened, Epoch: 5, Open: 2 * time.Second},
 		{Name: s2, Kind: store.Forced, Epoch: 7},
 		{Name: s2, Kind: store.Reset, Epoch: 8},

@@ -275,6 +275,8 @@ func writeChange(w io.Writer, at time.Time, c store.Change) {
 		p = "until reset"
 	case c.Kind == store.Opened:
 		p = human(c.Open)
+	case c.Kind == store.Leased:
+		p = "lease " + human(c.Probe)
 	case c.SlowStart > 0:
 		p = "slow " + human(c.SlowStart)
 	}
