@@ -64,6 +64,8 @@ func (sh *shared) effects(list []fleet.Effect) {
 		switch e := e.(type) {
 		case fleet.Extend:
 			m.extend(b, e.Gen, e.Until)
+		case fleet.AwaitOpening:
+			m.timers.push(deadline{at: e.At, b: b, gen: e.Gen, await: true})
 		case fleet.AskLease:
 			c := recover.Context{Name: name, Transition: breaker.Transition{From: breaker.HalfOpen, To: breaker.Probing}}
 			if d, ok := m.askRecover(b, c); ok {

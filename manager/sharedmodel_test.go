@@ -293,8 +293,13 @@ func followView(v *mgrView, st store.Status, at, now time.Time) {
 	if !next.Held.Held() {
 		v.lease = 0
 	}
-	if mv, ok := a.Change.(fstep.Move); ok {
-		moveView(v, mv.State, mv.Until, mv.Forced)
+	switch c := a.Change.(type) {
+	case fstep.Move:
+		moveView(v, c.State, c.Until, c.Forced)
+	case fstep.Renew:
+		if v.ownGen == c.Gen {
+			v.own = 0 // a fresh counter
+		}
 	}
 	for _, e := range a.Loop {
 		if x, ok := e.(fstep.Extend); ok && (v.state == breaker.Open || v.state == breaker.Probing) {
@@ -710,6 +715,9 @@ func (m *fleetModel) reset(i int) {
 	f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd = time.Time{}, -1, time.Time{}, false, time.Time{}
 	f.endRun()
 	m.mgrs[i].lease = 0
+	if v := &m.mgrs[i]; v.state == breaker.Closed && v.ownGen == v.gen {
+		v.own = 0 // a closed breaker's Reset gives it a fresh counter
+	}
 	m.raise(i, f.epoch)
 	m.move(i, breaker.Closed, time.Time{}, false, "reset")
 	m.publish(store.Change{Kind: store.Reset, Epoch: f.epoch}, "reset")

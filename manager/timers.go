@@ -2,6 +2,8 @@ package manager
 
 import (
 	"time"
+
+	"github.com/fusebox-go/fusebox/internal/fleet"
 )
 
 // deadline is one timer of one breaker: when it is due, the manager expires
@@ -18,8 +20,10 @@ type deadline struct {
 	b   *Breaker
 	gen uint64
 	// slow marks a tick of the slow start of generation gen (see
-	// machine.SlowStartTick) rather than the end of its state's timer.
-	slow bool
+	// machine.SlowStartTick) rather than the end of its state's timer;
+	// await the end of a shared breaker's wait for another process's
+	// opening after its trip of generation gen (fleet.AwaitOpening).
+	slow, await bool
 }
 
 // timerHeap is a binary min-heap of deadlines by time. One heap and one clock
@@ -81,6 +85,12 @@ func (m *Manager) runDue() {
 		d := m.timers.pop()
 		if d.slow {
 			m.slowStartTick(d.b, d.gen, d.at)
+			continue
+		}
+		if d.await {
+			if sh := d.b.fleet(); sh != nil && !d.b.removed {
+				sh.loopStep(fleet.Awaited{Gen: d.gen})
+			}
 			continue
 		}
 		if step, ok := d.b.mach.Expire(d.gen, d.at); ok {

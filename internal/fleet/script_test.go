@@ -292,7 +292,13 @@ func (d *script) run(line string) string {
 			v.LargestCalls, _ = strconv.ParseInt(c, 10, 64)
 			v.LargestFailures, _ = strconv.ParseInt(f, 10, 64)
 		}
-		msg = fleet.Recorded{Gen: a.posInt(0), Failure: a.has("failure"), Failures: a.int("n"), LocalTrip: a.has("localtrip"), Verdict: v, Err: a.err(), At: d.now}
+		n := a.int("n")
+		if _, ok := a.kv["n"]; !ok && a.has("failure") {
+			n = 1 // a failure report reports one failure at least
+		}
+		msg = fleet.Recorded{Gen: a.posInt(0), Failure: a.has("failure"), Failures: n, LocalTrip: a.has("localtrip"), Verdict: v, Err: a.err(), At: d.now}
+	case "awaited":
+		msg = fleet.Awaited{Gen: a.posInt(0)}
 	case "probewon":
 		msg = fleet.ProbeWon{Gen: a.posInt(0), Token: a.pos[1]}
 	case "probereply":

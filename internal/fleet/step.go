@@ -59,11 +59,23 @@ type Heard struct {
 
 // OwnTrip is a trip this process decided and has not told the store of
 // yet: the breaker's generation it opens and the closed epoch the store
-// counted it in.
+// counted it in. Await says another process's failure crossed the
+// threshold before this one's: that process opens the fleet, and this one
+// waits for its opening (OpeningWait) before it opens the store itself;
+// Until is then the end of the period this process's own trip set.
 type OwnTrip struct {
 	Gen   uint64
 	Epoch uint64
+	Await bool
+	Until time.Time
 }
+
+// OpeningWait is how long a process whose failure found the threshold
+// already crossed by another's waits to hear of that process's opening
+// before it opens the store itself: so that an opening costs one opening
+// script, not one per process whose failure came after the crossing, and
+// a fleet whose opener died before it opened the store still opens.
+const OpeningWait = 100 * time.Millisecond
 
 // State is what a process knows and has decided of one shared breaker.
 // The zero State (with Policy and Fallback set) is a breaker that has just
@@ -88,8 +100,9 @@ type State struct {
 	// the next open period.
 	Acquiring, Held, Failing Lease
 	// Tripped is the trip this process decided and has not told the
-	// store of yet.
-	Tripped OwnTrip
+	// store of yet; Awaiting is one whose opening it waits to hear of
+	// (OwnTrip.Await) until the loop's Awaited.
+	Tripped, Awaiting OwnTrip
 	// Deciding is the probing generation whose verdict a caller is
 	// applying in the store; what is heard meanwhile waits in Deferred
 	// (the newest epoch's), to be followed once the verdict is applied.
@@ -258,6 +271,10 @@ type ManualReply struct {
 // status read), failed with Err.
 type Failed struct{ Err error }
 
+// Awaited says the wait for another process's opening after this
+// process's trip of generation Gen is over (an AwaitOpening's deadline).
+type Awaited struct{ Gen uint64 }
+
 // Answered says a status read of the hub, the Seq-th, answered: the store
 // can be reached.
 type Answered struct{ Seq uint64 }
@@ -276,6 +293,7 @@ func (Manual) isMsg()       {}
 func (ManualReply) isMsg()  {}
 func (Failed) isMsg()       {}
 func (Answered) isMsg()     {}
+func (Awaited) isMsg()      {}
 func (Heard) isMsg()        {}
 
 // Actions are what a Step decided, each kind typed for where it runs:
@@ -434,6 +452,13 @@ type ForceCall struct{}
 // LeaseDecided.
 type AskLease struct{}
 
+// AwaitOpening asks the loop for an Awaited of generation Gen at At: this
+// process waits until then to hear of another's opening (OpeningWait).
+type AwaitOpening struct {
+	Gen uint64
+	At  time.Time
+}
+
 // Extend moves the end of the open period of generation Gen, or of its
 // probing for another process's lease, to Until.
 type Extend struct {
@@ -449,13 +474,14 @@ type Lost struct{ Err error }
 // change.
 type Restored struct{}
 
-func (OpenCall) isEffect()   {}
-func (ReopenCall) isEffect() {}
-func (ForceCall) isEffect()  {}
-func (AskLease) isEffect()   {}
-func (Extend) isEffect()     {}
-func (Lost) isEffect()       {}
-func (Restored) isEffect()   {}
+func (OpenCall) isEffect()     {}
+func (ReopenCall) isEffect()   {}
+func (ForceCall) isEffect()    {}
+func (AskLease) isEffect()     {}
+func (AwaitOpening) isEffect() {}
+func (Extend) isEffect()       {}
+func (Lost) isEffect()         {}
+func (Restored) isEffect()     {}
 
 // loop adds effect e for the loop.
 func (a *Actions) loop(e Effect) { a.Loop = append(a.Loop, e) }
@@ -513,6 +539,8 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		s.fallBack(v, m.Err, &a)
 	case Answered:
 		s.answered(v, now, m, &a)
+	case Awaited:
+		s.awaited(m, &a)
 	case Heard:
 		s.hear(v, now, m, &a)
 	}
@@ -673,7 +701,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	case s.Policy.Trips(m.Verdict):
 		// The trip belongs to the closed epoch the store counted in.
 		s.raise(v, m.Verdict.Epoch)
-		s.Tripped = OwnTrip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch}
+		s.Tripped = OwnTrip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch, Await: s.crossedBefore(m)}
 		a.Change = Trip{Gen: m.Gen, Outcome: o}
 	case s.Policy.Quorum > 1 && m.LocalTrip:
 		// This process's own outcomes reach the threshold, the fleet's
@@ -681,6 +709,35 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		// publishes nothing.
 		a.Change = Trip{Gen: m.Gen, Outcome: o, Alone: true}
 	}
+}
+
+// crossedBefore reports whether the failures a reply counted had crossed
+// the threshold before this report's were added (a consecutive policy
+// without a quorum, whose run only grows until it ends): another
+// process's failure crossed it, and that process opens the fleet. Window
+// policies and quorums report false: each process that sees its counts
+// trip opens the store, as the first opener's period stands.
+func (s *State) crossedBefore(m Recorded) bool {
+	p := s.Policy
+	if !m.Failure || p.Rate > 0 || p.Quorum > 1 {
+		return false
+	}
+	return p.Reached(store.Verdict{Failures: m.Verdict.Failures - m.Failures})
+}
+
+// awaited ends the wait for another process's opening: if none was heard
+// (the fleet is still in the closed epoch the trip was counted in), this
+// process opens the store itself, for what is left of its own period.
+func (s *State) awaited(m Awaited, a *Actions) {
+	w := s.Awaiting
+	if w.Gen != m.Gen {
+		return
+	}
+	s.Awaiting = OwnTrip{}
+	if s.Epoch > w.Epoch || s.Link.Down {
+		return // heard of; or the link's restoring tells the fleet
+	}
+	a.loop(OpenCall{Epoch: w.Epoch, Until: w.Until})
 }
 
 // holdReset is a Reset while the store is unreachable: failing closed,
@@ -871,7 +928,15 @@ func (s *State) applied(m Applied, a *Actions) {
 		if trip.Gen == m.Gen {
 			epoch = trip.Epoch
 		}
-		a.loop(OpenCall{Epoch: epoch, Until: machine.After(m.At, m.Period)})
+		until := machine.After(m.At, m.Period)
+		if trip.Gen == m.Gen && trip.Await {
+			// Another process crossed the threshold: its opening is on
+			// its way to every process.
+			s.Awaiting = OwnTrip{Gen: m.Gen, Epoch: epoch, Until: until}
+			a.loop(AwaitOpening{Gen: m.Gen, At: m.At.Add(OpeningWait)})
+			return
+		}
+		a.loop(OpenCall{Epoch: epoch, Until: until})
 	case breaker.Transition{From: breaker.Probing, To: breaker.Open}:
 		// A failed probe: the lease keeps the fleet from probing until
 		// the new period is in the store.
@@ -1013,6 +1078,12 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	if next.State == v.State && next.Forced == v.Forced {
 		if !next.Until.IsZero() && !next.Until.Equal(v.Until) {
 			a.loop(Extend{Gen: v.Gen, Until: next.Until})
+		}
+		if v.State == breaker.Closed && next.Epoch > cur.Epoch && a.Change == nil {
+			// A closed epoch this closed breaker did not close in (a
+			// Reset elsewhere): the fleet's counts went, and its own
+			// count starts again too, as a Reset here would have it.
+			a.Change = Renew{Gen: v.Gen}
 		}
 		return
 	}
