@@ -124,6 +124,11 @@ func TestKindOf(t *testing.T) {
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 1000, "fusebox:changes", "b00001", "PUBLISH"}, "open"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), 2, 0, "fusebox:{b00001}:changes", "b00001", "SPUBLISH"}, "open"},
 		{[]any{"evalsha", "abc", 3, key("open"), key("probe"), key("epoch"), "fusebox:changes", "b00001", "PUBLISH"}, "force"},
+		// Since the opener is kept, and leases are announced.
+		{[]any{"evalsha", "abc", 4, key("open"), key("probe"), key("epoch"), key("opener"), 2, 1000, "fusebox:changes", "b00001", "PUBLISH", "web-1\nboom"}, "open"},
+		{[]any{"evalsha", "abc", 4, key("open"), key("probe"), key("epoch"), key("opener"), 2, 1000, "fusebox:changes", "b00001", "PUBLISH", ""}, "open"},
+		{[]any{"evalsha", "abc", 4, key("open"), key("probe"), key("epoch"), key("opener"), "token", 1000, 3, "fusebox:changes", "b00001", "SPUBLISH"}, "lease"},
+		{[]any{"evalsha", "abc", 4, key("open"), key("probe"), key("epoch"), key("opener"), "fusebox:changes", "b00001", "PUBLISH"}, "force"},
 		{[]any{"evalsha", "abc", 5, key("probe"), key("open"), key("failures"), key("window"), key("epoch"), "token", "s", 1000, "fusebox:changes", "b00001", 3}, "verdict"},
 		{[]any{"evalsha", "abc", 5, key("open"), key("probe"), key("failures"), key("window"), key("epoch"), "fusebox:changes", "b00001"}, "reset"},
 		{[]any{"evalsha", "abc", 6, key("open"), key("probe"), key("failures"), key("window"), key("epoch"), key("reporters"), "fusebox:changes", "b00001"}, "reset"},

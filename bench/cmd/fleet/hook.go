@@ -117,14 +117,17 @@ func field(key any) string {
 
 // scriptKind names a script of the store by the first key it touches, the
 // one it is about, and for the three that touch only the open marker, the
-// lease and the epoch, by their arguments (docs/shared-state.md and
-// store/redisstore's scripts.go): a failure counted (failures), the
-// window's counts (window), a probe's verdict (probe), a reset (open,
-// with the counts among its keys), and the opening (5 arguments, the last
-// the command that announces it; 4 before sharded pub/sub), a forcing (3,
-// the last that command; 2 before) or the probe's lease (3: a token, the
-// lease, the epoch). Another is named by its keys, so that a change of
-// the store shows as a new kind rather than a wrong one.
+// lease, the epoch (and, since the opener is kept, the opener), by their
+// arguments (docs/shared-state.md and store/redisstore's scripts.go): a
+// failure counted (failures), the window's counts (window), a probe's
+// verdict (probe), a reset (open, with the counts among its keys), and
+// the opening (the command that announces it fifth of six arguments, the
+// reason last; 5 arguments with that command last, before the opener was
+// kept; 4 before sharded pub/sub), a forcing (3, the last that command;
+// 2 before) or the probe's lease (6, the last that command, since leases
+// are announced; 3 before: a token, the lease, the epoch). Another is
+// named by its keys, so that a change of the store shows as a new kind
+// rather than a wrong one.
 func scriptKind(fields []string, argv []any) string {
 	switch fields[0] {
 	case "failures":
@@ -137,18 +140,21 @@ func scriptKind(fields []string, argv []any) string {
 		if len(fields) > 3 && fields[2] == "failures" {
 			return "reset"
 		}
-		if len(fields) == 3 {
-			announces := false
-			if len(argv) > 0 {
-				last, _ := argv[len(argv)-1].(string)
-				announces = strings.EqualFold(last, "publish") || strings.EqualFold(last, "spublish")
+		if len(fields) == 3 || len(fields) == 4 && fields[3] == "opener" {
+			announces := func(i int) bool {
+				if i < 0 || i >= len(argv) {
+					return false
+				}
+				s, _ := argv[i].(string)
+				return strings.EqualFold(s, "publish") || strings.EqualFold(s, "spublish")
 			}
+			last := len(argv) - 1
 			switch {
-			case len(argv) == 5 && announces, len(argv) == 4:
+			case len(argv) == 6 && announces(4), len(argv) == 5 && announces(last), len(argv) == 4:
 				return "open"
-			case len(argv) == 3 && announces, len(argv) == 2:
+			case len(argv) == 3 && announces(last), len(argv) == 2:
 				return "force"
-			case len(argv) == 3:
+			case len(argv) == 6 && announces(last), len(argv) == 3:
 				return "lease"
 			}
 		}
