@@ -36,15 +36,18 @@ const compareChildEnv = "FUSEBOX_FLEET_COMPARE_CHILD"
 const (
 	libFusebox       = "fusebox"                             // a manager.Breaker per process
 	libFuseboxShared = "fusebox shared"                      // the same, shared through redisstore
+	libFuseboxSlow   = "fusebox shared (SlowStart 5s)"       // the same, and a slow start of the fleet's
 	libGobreaker     = "gobreaker"                           // a gobreaker.CircuitBreaker per process
 	libGobreakerDist = "gobreaker DistributedCircuitBreaker" // on a Redis SharedDataStore
 	libFailsafe      = "failsafe-go"                         // a failsafe-go circuit breaker per process
 )
 
-var compareLibs = []string{libFusebox, libFuseboxShared, libGobreaker, libGobreakerDist, libFailsafe}
+var compareLibs = []string{libFusebox, libFuseboxShared, libFuseboxSlow, libGobreaker, libGobreakerDist, libFailsafe}
 
 // libShared says whether lib keeps its state in Redis.
-func libShared(lib string) bool { return lib == libFuseboxShared || lib == libGobreakerDist }
+func libShared(lib string) bool {
+	return lib == libFuseboxShared || lib == libFuseboxSlow || lib == libGobreakerDist
+}
 
 // compareChildConfig is what the parent tells a side-by-side child.
 type compareChildConfig struct {
@@ -261,7 +264,7 @@ func (c *caller) stop() childStatsCompare {
 // each of its openings.
 func newGuard(cfg compareChildConfig, opened func(time.Time)) (guard, error) {
 	switch cfg.Lib {
-	case libFusebox, libFuseboxShared:
+	case libFusebox, libFuseboxShared, libFuseboxSlow:
 		return newFuseboxGuard(cfg, opened)
 	case libGobreaker:
 		g := &gobreakerGuard{}
@@ -318,7 +321,10 @@ func newFuseboxGuard(cfg compareChildConfig, opened func(time.Time)) (*fuseboxGu
 		}
 	}()
 	c := manager.Config{Strategy: breaker.Consecutive{Failures: tripAfter}, Recover: recover.BasicTimeout{Open: cfg.Open}}
-	if cfg.Lib == libFuseboxShared {
+	if cfg.Lib == libFuseboxSlow {
+		c.SlowStart = 5 * time.Second
+	}
+	if libShared(cfg.Lib) {
 		g.client = redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 		g.count = newCounter()
 		g.client.AddHook(g.count)

@@ -189,6 +189,7 @@ func loadAverage() string {
 var compareDescription = map[string]string{
 	libFusebox:       "`manager.Config` without a Store, per process",
 	libFuseboxShared: "`manager.Config{Store: redisstore.New(client, redisstore.Options{})}`",
+	libFuseboxSlow:   "the same, with `SlowStart: 5 * time.Second`: the fleet's traffic comes back over 5s",
 	libGobreaker:     "`gobreaker.NewCircuitBreaker`, per process",
 	libGobreakerDist: "`gobreaker.NewDistributedCircuitBreaker` on a Redis `SharedDataStore`",
 	libFailsafe:      "`circuitbreaker.NewBuilder` run by `failsafe.With(cb)`, per process",
@@ -295,6 +296,7 @@ func filepathBase(p string) string {
 var compareStyle = map[string]struct{ color, dash string }{
 	libFusebox:       {"#1b9e77", "6,3"},
 	libFuseboxShared: {"#1b9e77", ""},
+	libFuseboxSlow:   {"#66a61e", ""},
 	libGobreaker:     {"#d95f02", "6,3"},
 	libGobreakerDist: {"#d95f02", ""},
 	libFailsafe:      {"#6a51a3", "2,2"},
