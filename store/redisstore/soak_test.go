@@ -74,6 +74,9 @@ type soakBreaker struct {
 	probe    time.Duration // ProbeTimeout
 	quorum   int
 	fallback store.Fallback
+	// slowStart is Config.SlowStart: after a recovery the fleet's
+	// traffic comes back over it.
+	slowStart time.Duration
 }
 
 var soakBreakers = []soakBreaker{
@@ -81,14 +84,16 @@ var soakBreakers = []soakBreaker{
 	{name: "window", open: 300 * time.Millisecond, probe: time.Second, fallback: store.FailOpen},
 	{name: "quorum", failures: 5, open: 400 * time.Millisecond, probe: time.Second, quorum: 2, fallback: store.FallbackLocal},
 	{name: "closed", failures: 3, open: 200 * time.Millisecond, probe: time.Second, fallback: store.FailClosed},
+	{name: "slow", failures: 4, open: 250 * time.Millisecond, probe: time.Second, fallback: store.FallbackLocal, slowStart: time.Second},
 }
 
 func (sb soakBreaker) config(st store.Store, failures int) manager.Config {
 	cfg := manager.Config{
-		Recover:  recover.BasicTimeout{Open: sb.open, ProbeTimeout: sb.probe},
-		Store:    st,
-		Fallback: sb.fallback,
-		Quorum:   sb.quorum,
+		Recover:   recover.BasicTimeout{Open: sb.open, ProbeTimeout: sb.probe},
+		Store:     st,
+		Fallback:  sb.fallback,
+		Quorum:    sb.quorum,
+		SlowStart: sb.slowStart,
 	}
 	if sb.failures == 0 {
 		cfg.Strategy = breaker.TimeWindow{Rate: 0.5, Period: time.Second, Buckets: 10, MinCalls: 10}
@@ -1011,6 +1016,12 @@ func (s *soak) quiesce() {
 			case "failures", "window", "reporters":
 				if ttl < 0 {
 					s.violate("store", fmt.Sprintf("%s: key %s has no expiry", sb.name, k))
+				}
+			case "open":
+				// In a closed epoch, the marker is the fleet's slow
+				// start, which runs out by itself.
+				if sb.slowStart == 0 || ttl < 0 || ttl > sb.slowStart {
+					s.violate("store", fmt.Sprintf("%s: key %s on a closed, healthy breaker (PTTL %v)", sb.name, k, ttl))
 				}
 			default:
 				s.violate("store", fmt.Sprintf("%s: key %s on a closed, healthy breaker", sb.name, k))
