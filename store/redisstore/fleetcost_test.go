@@ -122,6 +122,11 @@ func show(m map[string]int64) string {
 // and 4 other writes. A period end with a failed trial costs at most 3
 // writes (the lease, its verdict, and one lease asked for in vain); the
 // recovery at most 8.
+//
+// The bounds hold when every process hears a change within its lag (30ms
+// at least): a phase in which this process (all 32 managers) did not run
+// for over 25ms (the soak's stall meter) is reported, not judged. The race
+// detector beside two CPU burners stalls it so now and then.
 func TestFleetEventCost(t *testing.T) {
 	srv := redistest.Start(t)
 	const managers = 32
@@ -145,6 +150,17 @@ func TestFleetEventCost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
+	stalls := &stallMeter{}
+	wg.Add(1)
+	go func() { defer wg.Done(); stalls.run(ctx) }()
+	// judged says whether the phase from from to now ran without a stall.
+	judged := func(what string, from time.Time) bool {
+		if d := stalls.during(from, time.Now()); d > 0 {
+			t.Logf("%s: not judged, the process stalled for %v", what, d)
+			return false
+		}
+		return true
+	}
 	for _, p := range peers {
 		wg.Add(1)
 		go func() {
@@ -191,32 +207,35 @@ func TestFleetEventCost(t *testing.T) {
 	assert.Zero(t, total(healthy), "writes while healthy: %s", show(healthy))
 
 	// The opening: the first failure to every manager open.
+	openingFrom := time.Now()
 	failing.Store(true)
 	waitFor(t, 5*time.Second, "every manager open", allIn(breaker.Open))
 	opened := fleetCounts(hooks)
 	opening := minus(opened, healthy)
 	t.Logf("the opening: %d writes (%s)", total(opening), show(opening))
+	openingJudged := judged("the opening", openingFrom)
 
 	// Period ends with failed trials: count over whole periods, from
 	// each opening to the next.
 	var ends []map[string]int64
+	var endsJudged []bool
 	openings := func() int64 {
 		h := fleetCounts(hooks)
 		return h["open"] + h["verdict"]
 	}
-	mark := fleetCounts(hooks)
-	for range 5 {
+	mark, markAt := fleetCounts(hooks), time.Now()
+	for i := range 5 {
 		was := openings()
 		waitFor(t, 5*time.Second, "a failed trial reopens the fleet", func() bool { return openings() > was && allIn(breaker.Open)() })
 		now := fleetCounts(hooks)
 		ends = append(ends, minus(now, mark))
-		mark = now
-	}
-	for i, e := range ends {
-		t.Logf("period end %d: %d writes (%s)", i+1, total(e), show(e))
+		t.Logf("period end %d: %d writes (%s)", i+1, total(ends[i]), show(ends[i]))
+		endsJudged = append(endsJudged, judged(fmt.Sprintf("period end %d", i+1), markAt))
+		mark, markAt = now, time.Now()
 	}
 
 	// The recovery: the next trial succeeds, and every manager closes.
+	recoveryFrom := time.Now()
 	failing.Store(false)
 	before := fleetCounts(hooks)
 	waitFor(t, 5*time.Second, "every manager closed", allIn(breaker.Closed))
@@ -224,10 +243,17 @@ func TestFleetEventCost(t *testing.T) {
 	recovery := minus(fleetCounts(hooks), before)
 	t.Logf("the recovery: %d writes (%s); the fleet now %s", total(recovery), show(recovery), state())
 
-	assert.LessOrEqual(t, opening["failure"], int64(managers+5-1), "failure reports of the opening: at most one per manager, and k-1")
-	assert.LessOrEqual(t, total(opening)-opening["failure"], int64(4), "other writes of the opening: %s", show(opening))
-	for i, e := range ends[1:] { // the first may hold the tail of the opening
-		assert.LessOrEqual(t, total(e), int64(3), "writes of period end %d: %s", i+2, show(e))
+	if openingJudged {
+		assert.LessOrEqual(t, opening["failure"], int64(managers+5-1), "failure reports of the opening: at most one per manager, and k-1")
+		assert.LessOrEqual(t, total(opening)-opening["failure"], int64(4), "other writes of the opening: %s", show(opening))
 	}
-	assert.LessOrEqual(t, total(recovery), int64(8), "writes of the recovery: %s", show(recovery))
+	for i, e := range ends {
+		if i == 0 || !endsJudged[i] {
+			continue // the first may hold the tail of the opening
+		}
+		assert.LessOrEqual(t, total(e), int64(3), "writes of period end %d: %s", i+1, show(e))
+	}
+	if judged("the recovery", recoveryFrom) {
+		assert.LessOrEqual(t, total(recovery), int64(8), "writes of the recovery: %s", show(recovery))
+	}
 }
