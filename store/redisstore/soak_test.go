@@ -425,7 +425,7 @@ type soak struct {
 	svc     *httptest.Server
 	exe     string
 
-	failing [4]atomic.Bool // by breaker index: the service fails its calls
+	failing []atomic.Bool // by breaker index (soakBreakers): the service fails its calls
 
 	mu         sync.Mutex
 	members    map[int]*soakMember
@@ -490,6 +490,7 @@ func runSoak(t *testing.T, seed uint64, length time.Duration, inProcess, childre
 		views:      map[int]*memberView{},
 		faults:     map[string]int{},
 		violations: map[string]int{},
+		failing:    make([]atomic.Bool, len(soakBreakers)),
 		dumped:     map[string]bool{},
 		edges:      map[string]int{},
 		trialsIn:   map[string]map[int]int{},
