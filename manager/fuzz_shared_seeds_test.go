@@ -159,7 +159,7 @@ func sharedSeeds() []scriptSeed[sharedOp] {
 			ops: shOps(
 				shFail(0), shAdv(time.Second), // manager 0 half-open at 1s (and a resync); 1 and 2 wait their lag
 				shHold(1), shHold(2), shAcq(0), // manager 0 probes; 1 and 2 miss the lease
-				shAdv(100*time.Millisecond), shAcq(1), // manager 1's caller is refused: it follows the lease
+				shAdv(200*time.Millisecond), shAcq(1), // manager 1's caller is refused: it follows the lease
 				shAdv(time.Second), shDeliver(1), shDeliver(2), // at the resync 2 learns of it
 				shAdv(sharedProbeTime),       // the lease runs out at 6s
 				shAcq(1), shAdv(time.Second), // manager 1 probes; at the resync 0 and 2 follow it

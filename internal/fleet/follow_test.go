@@ -38,7 +38,8 @@ func lagged(st breaker.State, epoch uint64, until time.Time) fleet.Mirror {
 	return fleet.Mirror{State: st, Epoch: epoch, Until: until, Self: "web-2", Lag: lag}
 }
 
-// Lag spreads the processes of a fleet over 30ms past Tolerance, by name.
+// Lag spreads the processes of a fleet over the 30ms before MaxLag, by
+// name, past Tolerance.
 func TestLag(t *testing.T) {
 	if got := fleet.Lag(""); got != 0 {
 		t.Errorf("Lag(\"\") = %v, want 0", got)
@@ -46,8 +47,8 @@ func TestLag(t *testing.T) {
 	ms := map[time.Duration]bool{}
 	for i := range 100 {
 		l := fleet.Lag(fmt.Sprintf("web-%d-%d", i, 4000+i))
-		if l < fleet.Tolerance+5*time.Millisecond || l >= fleet.Tolerance+35*time.Millisecond {
-			t.Errorf("Lag of process %d: %v, out of [Tolerance+5ms, Tolerance+35ms)", i, l)
+		if l < fleet.MaxLag-30*time.Millisecond || l >= fleet.MaxLag || l <= fleet.Tolerance {
+			t.Errorf("Lag of process %d: %v, out of [MaxLag-30ms, MaxLag) or not past Tolerance", i, l)
 		}
 		ms[l.Truncate(time.Millisecond)] = true
 	}

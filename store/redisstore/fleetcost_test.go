@@ -123,10 +123,11 @@ func show(m map[string]int64) string {
 // writes (the lease, its verdict, and one lease asked for in vain); the
 // recovery at most 8.
 //
-// The bounds hold when every process hears a change within its lag (30ms
+// The bounds hold when every process hears a change within its lag (100ms
 // at least): a phase in which this process (all 32 managers) did not run
-// for over 25ms (the soak's stall meter) is reported, not judged. The race
-// detector beside two CPU burners stalls it so now and then.
+// for 70ms in all, counting the stalls over 25ms the soak's stall meter
+// sees, is reported, not judged. The race detector beside two CPU burners
+// stalls it so now and then.
 func TestFleetEventCost(t *testing.T) {
 	srv := redistest.Start(t)
 	const managers = 32
@@ -155,7 +156,7 @@ func TestFleetEventCost(t *testing.T) {
 	go func() { defer wg.Done(); stalls.run(ctx) }()
 	// judged says whether the phase from from to now ran without a stall.
 	judged := func(what string, from time.Time) bool {
-		if d := stalls.during(from, time.Now()); d > 0 {
+		if d := stalls.during(from, time.Now()); d > 70*time.Millisecond {
 			t.Logf("%s: not judged, the process stalled for %v", what, d)
 			return false
 		}
