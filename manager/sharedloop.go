@@ -102,6 +102,14 @@ func (sh *shared) effects(list []fleet.Effect) {
 	}
 }
 
+// awaited ends shared breaker b's wait for another process's opening
+// after its trip of generation gen (fleet.AwaitOpening).
+func (m *Manager) awaited(b *Breaker, gen uint64) {
+	if sh := b.fleet(); sh != nil && !b.removed {
+		sh.loopStep(fleet.Awaited{Gen: gen})
+	}
+}
+
 // extend moves the end of the open period of generation gen, or of its
 // probing for another process's lease, to until.
 func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {

@@ -2,8 +2,6 @@ package manager
 
 import (
 	"time"
-
-	"github.com/fusebox-go/fusebox/internal/fleet"
 )
 
 // deadline is one timer of one breaker: when it is due, the manager expires
@@ -88,9 +86,7 @@ func (m *Manager) runDue() {
 			continue
 		}
 		if d.await {
-			if sh := d.b.fleet(); sh != nil && !d.b.removed {
-				sh.loopStep(fleet.Awaited{Gen: d.gen})
-			}
+			m.awaited(d.b, d.gen)
 			continue
 		}
 		if step, ok := d.b.mach.Expire(d.gen, d.at); ok {

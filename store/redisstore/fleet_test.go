@@ -136,8 +136,8 @@ func TestFleetNoLostCounts(t *testing.T) {
 func TestFleetHealthyCallsSendNoCommand(t *testing.T) {
 	srv := redistest.Start(t)
 	r := startPeer(t, srv.Addr(), "svc", manager.Config{}, manager.Options{Resync: time.Hour})
-	var hooked atomic.Int64
-	r.c.AddHook(countHook{&hooked})
+	hook := newKindHook()
+	r.c.AddHook(hook)
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 
@@ -151,12 +151,12 @@ func TestFleetHealthyCallsSendNoCommand(t *testing.T) {
 		}
 		before = now
 	}
-	hookedBefore := hooked.Load()
+	hookedBefore := hook.sent()
 	for range 10_000 {
 		require.NoError(t, r.b.Do(context.Background(), func(context.Context) error { return nil }))
 	}
 	assert.Equal(t, before, serverCommands(t, admin), "commands Redis ran during 10,000 healthy calls (INFO excluded)")
-	assert.Equal(t, hookedBefore, hooked.Load(), "commands the peer's client sent during 10,000 healthy calls")
+	assert.Equal(t, hookedBefore, hook.sent(), "commands the peer's client sent during 10,000 healthy calls")
 }
 
 // serverCommands sums the calls of every command in INFO commandstats but
@@ -188,19 +188,6 @@ func serverCommandsBy(t testing.TB, c *redis.Client) map[string]int64 {
 		}
 	}
 	return by
-}
-
-type countHook struct{ n *atomic.Int64 }
-
-func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }
 
 // Redis killed under load and started again, empty: no panic and no

@@ -21,10 +21,24 @@ import (
 )
 
 // kindHook counts the commands a client sends, by kind: a script by its
-// name (redisstore.ScriptKinds), anything else by its command's name.
+// name (redisstore.ScriptKinds), anything else by its command's name (a
+// pipeline counts each of its commands).
 type kindHook struct {
 	mu     sync.Mutex
 	counts map[string]int64
+}
+
+func newKindHook() *kindHook { return &kindHook{counts: map[string]int64{}} }
+
+// sent returns the commands sent so far, of every kind.
+func (h *kindHook) sent() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var n int64
+	for _, c := range h.counts {
+		n += c
+	}
+	return n
 }
 
 func (h *kindHook) count(cmd redis.Cmder) {
@@ -140,7 +154,7 @@ func TestFleetEventCost(t *testing.T) {
 	var hooks []*kindHook
 	for i := range managers {
 		p := startPeer(t, srv.Addr(), "cost", cfg, manager.Options{Name: fmt.Sprintf("web-%02d", i)})
-		h := &kindHook{counts: map[string]int64{}}
+		h := newKindHook()
 		p.c.AddHook(h)
 		peers, hooks = append(peers, p), append(hooks, h)
 	}
@@ -148,7 +162,6 @@ func TestFleetEventCost(t *testing.T) {
 		p.m.Sync()
 	}
 	var failing atomic.Bool
-	var calls, reached atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -175,9 +188,7 @@ func TestFleetEventCost(t *testing.T) {
 					return
 				case <-tick.C:
 				}
-				calls.Add(1)
 				_ = p.b.Do(ctx, func(context.Context) error {
-					reached.Add(1)
 					if failing.Load() {
 						return errBoom
 					}
