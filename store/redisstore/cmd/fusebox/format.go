@@ -245,10 +245,12 @@ type changeObject struct {
 	Why      string    `json:"why,omitempty"`
 	// SlowStartMS is the slow start a closing began; absent for none.
 	SlowStartMS int64 `json:"slow_start_ms,omitempty"`
+	// ProbeMS is the lease a leased change took; absent for others.
+	ProbeMS int64 `json:"probe_ms,omitempty"`
 }
 
 func changeJSON(at time.Time, c store.Change) changeObject {
-	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds(), OpenedBy: c.Reason.By, Why: c.Reason.Why, SlowStartMS: c.SlowStart.Milliseconds()}
+	return changeObject{At: at, Kind: c.Kind.String(), Name: c.Name, Epoch: c.Epoch, OpenMS: c.Open.Milliseconds(), OpenedBy: c.Reason.By, Why: c.Reason.Why, SlowStartMS: c.SlowStart.Milliseconds(), ProbeMS: c.Probe.Milliseconds()}
 }
 
 // writeJSON writes v as one line of JSON.
