@@ -36,11 +36,15 @@ func (s *slowReads) Status(ctx context.Context, names []string) ([]store.Status,
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+	case <-t.C:
+	}
+	if err := ctx.Err(); err != nil {
+		// Its deadline ran out, before or as the read ended (when both
+		// are ready, select picks either): the read does not answer.
 		s.mu.Lock()
 		s.failed++
 		s.mu.Unlock()
-		return nil, ctx.Err()
-	case <-t.C:
+		return nil, err
 	}
 	s.mu.Lock()
 	s.answered = append(s.answered, len(names))
