@@ -106,6 +106,7 @@ type hub struct {
 	st      store.Store
 	cancel  context.CancelFunc
 	asked   atomic.Uint64 // status reads started, numbered from 1
+	late    atomic.Int64  // how late answers and changes reach the steps, smoothed, in ns (fleet.View.Late)
 	changes changeQueue
 	names   atomic.Pointer[watchList] // what a store.NamesWatcher watches
 	watched []string                  // owned by the loop: names' list, appended in place
@@ -122,6 +123,15 @@ type hub struct {
 	chunk     int        // how many breakers the next read of the queue takes (nextChunk)
 	readFails int        // reads of the queue failed in a row
 	readAt    time.Time  // the next read of the queue waits until then (readPause)
+}
+
+// took takes d, how long a store call took to come back or a change
+// waited for the loop, into the hub's smoothed lateness: an eighth of the
+// difference, as TCP smooths its round trips. Two that end at once may
+// lose one's share; the figure is an estimate.
+func (h *hub) took(d time.Duration) {
+	old := h.late.Load()
+	h.late.Store(old + (int64(d)-old)/8)
 }
 
 // watchList is the list of breakers a store.NamesWatcher watches, and a
@@ -402,7 +412,7 @@ func (m *Manager) resyncDue() {
 					}
 				}
 			}
-			msg := m.statusOf(ctx, h, list, at)
+			msg := m.statusOf(ctx, h, list)
 			msg.resync, msg.reports = true, reports
 			return msg
 		})
@@ -431,15 +441,16 @@ func (h *hub) nextSweep() []*shared {
 // subscribes.
 func (m *Manager) readAll(h *hub) { h.queue(h.list) }
 
-// statusOf reads the shared state of the hub's breakers list, at at.
-func (m *Manager) statusOf(ctx context.Context, h *hub, list []*shared, at time.Time) statusMsg {
+// statusOf reads the shared state of the hub's breakers list; the
+// statuses' deadlines count from their arrival (statusMsg.at).
+func (m *Manager) statusOf(ctx context.Context, h *hub, list []*shared) statusMsg {
 	names := make([]string, len(list))
 	for i, sh := range list {
 		names[i] = sh.b.Name()
 	}
 	seq := h.asked.Add(1)
 	st, err := h.st.Status(ctx, names)
-	return statusMsg{h: h, list: list, statuses: st, err: err, at: at, seq: seq}
+	return statusMsg{h: h, list: list, statuses: st, err: err, at: m.clk.Now(), seq: seq}
 }
 
 // stopStores ends every hub and waits for every store goroutine.

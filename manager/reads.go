@@ -104,9 +104,9 @@ func (m *Manager) readNext(h *hub, now time.Time) {
 		return
 	}
 	h.reading = true
-	m.goStore(h, nil, func(ctx context.Context, at time.Time) storeResult {
+	m.goStore(h, nil, func(ctx context.Context, _ time.Time) storeResult {
 		start := time.Now()
-		msg := m.statusOf(ctx, h, list, at)
+		msg := m.statusOf(ctx, h, list)
 		msg.queued, msg.took = true, time.Since(start)
 		return msg
 	})

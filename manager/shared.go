@@ -137,7 +137,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 	b := sh.b
 	for {
 		s := b.mach.Snapshot()
-		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
+		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load(), Late: time.Duration(sh.hub.late.Load())}
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
 		if h := *sh.hints.Load(); h.Down && !next.Link.Down && a.Change != nil {
@@ -311,7 +311,8 @@ func (sh *shared) report(b *Breaker, r fleet.ReportCall) fleet.Recorded {
 	if err != nil {
 		sh.pending.restore(succ, idx)
 	}
-	return fleet.Recorded{Gen: r.Gen, Failure: r.Failure, Failures: r.Failures, LocalTrip: r.LocalTrip, Verdict: v, Err: err, At: at}
+	// The verdict's deadlines count from its arrival (see statusMsg.at).
+	return fleet.Recorded{Gen: r.Gen, Failure: r.Failure, Failures: r.Failures, LocalTrip: r.LocalTrip, Verdict: v, Err: err, At: b.mgr.clk.Now()}
 }
 
 // call runs a store call on a caller's goroutine, with the store deadline,
@@ -326,7 +327,10 @@ func (sh *shared) call(f func(ctx context.Context) error) error {
 func (sh *shared) callCtx(parent context.Context, f func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(parent, sh.b.mgr.stores.timeout)
 	defer cancel()
+	clk := sh.b.mgr.clk
+	at := clk.Now()
 	err := guardStore(sh.st, func() error { return f(ctx) })
+	sh.hub.took(clk.Now().Sub(at))
 	if err != nil && parent.Err() == nil {
 		sh.errors.Add(1)
 	}
@@ -356,11 +360,12 @@ func (sh *shared) reportSuccesses(ctx context.Context, at time.Time) (successRep
 	if succ == nil {
 		return successReport{}, false
 	}
-	r := successReport{sh: sh, gen: sh.b.mach.Snapshot().Gen, idx: idx, succ: succ, at: at}
+	r := successReport{sh: sh, gen: sh.b.mach.Snapshot().Gen, idx: idx, succ: succ}
 	r.err = guardStore(sh.st, func() (err error) {
 		r.v, err = sh.st.RecordSuccess(ctx, sh.b.Name(), *p, succ)
 		return err
 	})
+	r.at = sh.b.mgr.clk.Now()
 	return r, true
 }
 
@@ -441,7 +446,6 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 		return b.permit(t), nil
 	}
 	sh.handOver(a, notes)
-	at := b.mgr.clk.Now()
 	var got bool
 	var st store.Status
 	err := sh.callCtx(ctx, func(ctx context.Context) (err error) {
@@ -453,7 +457,7 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 		err = nil
 	}
 	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease}
-	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: at}, nil)
+	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: b.mgr.clk.Now()}, nil)
 	// The probing step first: the loop arms its timer for the lease.
 	step.Until = machine.After(step.At, reply.Probe.Hold)
 	b.mgr.notify(b, step)
@@ -490,7 +494,6 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 	if !ok {
 		return
 	}
-	at := b.mgr.clk.Now()
 	var st store.Status
 	var applied bool
 	serr := sh.call(func(ctx context.Context) (err error) {
@@ -499,7 +502,7 @@ func (sh *shared) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err
 		st, applied, err = sh.st.Resolve(ctx, b.Name(), r.Lease.Token, r.Lease.Epoch, r.Outcome, b.mach.SlowStart(), store.Reason{})
 		return err
 	})
-	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: at}, err)
+	a, notes = sh.step(fleet.VerdictReply{Gen: t.Gen, Outcome: o, Applied: applied, Status: st, Err: serr, At: b.mgr.clk.Now()}, err)
 	sh.handOver(a, notes)
 }
 

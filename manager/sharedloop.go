@@ -75,21 +75,21 @@ func (sh *shared) effects(list []fleet.Effect) {
 			why := sh.reason()
 			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
 				st, won, err := sh.st.Open(ctx, name, e.Epoch, max(e.Until.Sub(at), 0), why)
-				return decidedMsg{sh: sh, d: fleet.Decided{Won: won, Status: st, Err: err, At: at}}
+				return decidedMsg{sh: sh, d: fleet.Decided{Won: won, Status: st, Err: err, At: m.clk.Now()}}
 			})
 		case fleet.ReopenCall:
 			why := sh.reason()
 			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
 				st, applied, err := sh.st.Resolve(ctx, name, e.Lease.Token, e.Lease.Epoch, classify.Failure, e.Reopen, why)
-				return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: at}}
+				return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: m.clk.Now()}}
 			})
 		case fleet.ForceCall:
 			// Forced open here while the store was unreachable: force
 			// the fleet; until the answer, the breaker follows nothing
 			// the store says.
-			m.goStore(sh.hub, sh, func(ctx context.Context, at time.Time) storeResult {
+			m.goStore(sh.hub, sh, func(ctx context.Context, _ time.Time) storeResult {
 				st, err := sh.st.ForceOpen(ctx, name)
-				return decidedMsg{sh: sh, d: fleet.Decided{Won: true, Status: st, Err: err, At: at}}
+				return decidedMsg{sh: sh, d: fleet.Decided{Won: true, Status: st, Err: err, At: m.clk.Now()}}
 			})
 		case fleet.Lost:
 			// Its own store call failed while its hub's link holds: a

@@ -21,7 +21,9 @@ type changeMsg struct {
 	at     time.Time
 }
 
-func (msg changeMsg) handle(*Manager) {
+func (msg changeMsg) handle(m *Manager) {
+	// How long it waited for the loop: a busy loop hears late too.
+	msg.h.took(m.clk.Now().Sub(msg.at))
 	if sh := msg.h.byName[msg.change.Name]; sh != nil {
 		sh.loopStep(fleet.Heard{Status: fleet.StatusOf(msg.change), At: msg.at})
 	}
@@ -60,9 +62,12 @@ type statusMsg struct {
 	list     []*shared
 	statuses []store.Status
 	err      error
-	// at is when the read was made, on the manager's clock: durations
-	// the store returned count from there, however late the reply is
-	// handled.
+	// at is when the read's answer arrived, on the manager's clock:
+	// durations the store returned count from there, however late the
+	// reply is handled. The store counted them down from some instant
+	// before, so a deadline a mirror takes from them is never earlier
+	// than the store's: a follower does not ask for a lease, nor the
+	// opener for its own, before the store's period is over.
 	at time.Time
 	// seq numbers the read among the hub's (hub.asked): only one started
 	// after a breaker fell back is news that its store answers.
@@ -180,6 +185,7 @@ func (m *Manager) goStore(h *hub, sh *shared, call func(ctx context.Context, at 
 		if err := guardStore(h.st, func() error { msg = call(ctx, at); return nil }); err != nil {
 			msg = failedMsg{h: h, sh: sh, err: err}
 		}
+		h.took(m.clk.Now().Sub(at))
 		m.sendStore(msg)
 	}()
 }

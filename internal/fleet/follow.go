@@ -62,7 +62,9 @@ const MaxLag = 130 * time.Millisecond
 const Tolerance = 25 * time.Millisecond
 
 // Follow is the rule a mirror follows: given what it knows (m), a status of
-// the store (st, or a change as StatusOf gives it) asked for at at,
+// the store (st, or a change as StatusOf gives it) answered or heard at at
+// (its durations count from there: the store counted them from an instant
+// before, so a mirror's deadline is never earlier than the store's),
 // and now, it returns the mirror's next state and whether it changes. It is
 // a pure function: the manager applies its answer.
 //

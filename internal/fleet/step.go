@@ -160,7 +160,22 @@ type View struct {
 	Forced bool
 	Halted bool
 	Asked  uint64
+	// Late is how late the store's answers and changes have lately
+	// reached the process's steps (its store calls' round trips and the
+	// changes' wait for its loop, smoothed, on its clock). A process that
+	// is slow to run, or whose store is, hears late of what the fleet
+	// does: it waits twice that longer before it acts on another's open
+	// period or lease (Lag) and before it opens the store itself after
+	// another's crossing (OpeningWait).
+	Late time.Duration
 }
+
+// MaxLate bounds what a late process adds to a wait (View.Late).
+const MaxLate = 2 * time.Second
+
+// wait is what the process adds, being late, to its lag and to its wait
+// for another's opening.
+func (v View) wait() time.Duration { return min(2*v.Late, MaxLate) }
 
 // Msg is what happened to a shared breaker: one of the types of this
 // package below. Each names the caller or the goroutine that sends it.
@@ -180,7 +195,7 @@ type Outcome struct {
 
 // Recorded is the store's reply to an outcome a caller reported (a
 // ReportCall, whose fields it repeats): the verdict of RecordFailure or
-// RecordSuccess, or the call's error, asked for at At.
+// RecordSuccess, or the call's error, answered at At.
 type Recorded struct {
 	Gen       uint64
 	Failure   bool
@@ -199,9 +214,9 @@ type ProbeWon struct {
 }
 
 // ProbeReply is the store's answer to the lease a caller asked for (the
-// Acquire action, for Lease): won or not, the status it gave, or the
-// call's error; Canceled says the caller gave up (its context ended)
-// first.
+// AcquireCall, for Lease): won or not, the status it gave, or the call's
+// error, answered at At; Canceled says the caller gave up (its context
+// ended) first.
 type ProbeReply struct {
 	Lease    Lease
 	Won      bool
@@ -219,7 +234,7 @@ type ProbeEnded struct {
 }
 
 // VerdictReply is the store's answer to a probe's verdict a caller sent
-// (a Resolve action that is not OnLoop).
+// (a ResolveCall), answered at At.
 type VerdictReply struct {
 	Gen     uint64
 	Outcome classify.Outcome
@@ -248,9 +263,9 @@ type LeaseDecided struct{ Lease time.Duration }
 // whose layout in the store is the old one's.
 type Reconfigured struct{ Policy store.Policy }
 
-// Decided is the store's answer to a call the loop made (an Open, a
-// failed probe's Resolve, a ForceForFleet): applied (Won) or not, and the
-// status it left, or the call's error.
+// Decided is the store's answer to a call the loop made (an OpenCall, a
+// ReopenCall, a ForceCall): applied (Won) or not, and the status it left,
+// or the call's error, answered at At.
 type Decided struct {
 	Won    bool
 	Status store.Status
@@ -508,7 +523,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case VerdictReply:
 		s.verdictReply(v, m, &a)
 	case Applied:
-		s.applied(m, &a)
+		s.applied(v, m, &a)
 	case LeaseDecided:
 		s.Lease = max(m.Lease, minHold)
 	case Reconfigured:
@@ -814,7 +829,7 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 		// process's lag, as Follow has it).
 		hold := minHold
 		if m.Status.Probe > 0 {
-			hold = max(m.Status.Probe+Lag(s.Policy.Reporter), minHold)
+			hold = max(m.Status.Probe+Lag(s.Policy.Reporter)+v.wait(), minHold)
 		}
 		a.Probe = ProbeAnswer{Hold: hold, Decline: true}
 		s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
@@ -889,7 +904,7 @@ func (s *State) verdictReply(v View, m VerdictReply, a *Actions) {
 }
 
 // applied does what a step the loop applied needs of the store.
-func (s *State) applied(m Applied, a *Actions) {
+func (s *State) applied(v View, m Applied, a *Actions) {
 	// The next probe's lease is decided as the breaker opens, or as it
 	// turns half-open without having opened here (it joined, or heard
 	// of, an opening whose period is over).
@@ -936,7 +951,7 @@ func (s *State) applied(m Applied, a *Actions) {
 			// Another process crossed the threshold: its opening is on
 			// its way to every process.
 			s.Awaiting = OwnTrip{Gen: m.Gen, Epoch: epoch, Until: until}
-			a.loop(AwaitOpening{Gen: m.Gen, At: m.At.Add(OpeningWait)})
+			a.loop(AwaitOpening{Gen: m.Gen, At: m.At.Add(OpeningWait + v.wait())})
 			return
 		}
 		a.loop(OpenCall{Epoch: epoch, Until: until})
@@ -1061,7 +1076,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	// current state, and while a caller asks for it.
 	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
 	self := s.Policy.Reporter
-	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self)}
+	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self) + v.wait()}
 	next, changed := Follow(cur, h.Status, h.At, now)
 	if lost && v.Forced && !h.Status.Forced {
 		// The fleet's forcing was lost with the data, or lifted since
