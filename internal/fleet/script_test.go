@@ -74,7 +74,7 @@ type script struct {
 	now   time.Time
 	asked uint64
 	late  time.Duration // the view's Late
-	last  machine.Step // the machine's last step, for applied
+	last  machine.Step  // the machine's last step, for applied
 }
 
 func runScript(t *testing.T, path string) {
