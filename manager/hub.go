@@ -106,7 +106,6 @@ type hub struct {
 	st      store.Store
 	cancel  context.CancelFunc
 	asked   atomic.Uint64 // status reads started, numbered from 1
-	late    atomic.Int64  // how late answers and changes reach the steps, smoothed, in ns (fleet.View.Late)
 	changes changeQueue
 	names   atomic.Pointer[watchList] // what a store.NamesWatcher watches
 	watched []string                  // owned by the loop: names' list, appended in place
@@ -123,15 +122,6 @@ type hub struct {
 	chunk     int        // how many breakers the next read of the queue takes (nextChunk)
 	readFails int        // reads of the queue failed in a row
 	readAt    time.Time  // the next read of the queue waits until then (readPause)
-}
-
-// took takes d, how long a store call took to come back or a change
-// waited for the loop, into the hub's smoothed lateness: an eighth of the
-// difference, as TCP smooths its round trips. Two that end at once may
-// lose one's share; the figure is an estimate.
-func (h *hub) took(d time.Duration) {
-	old := h.late.Load()
-	h.late.Store(old + (int64(d)-old)/8)
 }
 
 // watchList is the list of breakers a store.NamesWatcher watches, and a

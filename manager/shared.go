@@ -137,7 +137,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 	b := sh.b
 	for {
 		s := b.mach.Snapshot()
-		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load(), Late: time.Duration(sh.hub.late.Load())}
+		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
 		if h := *sh.hints.Load(); h.Down && !next.Link.Down && a.Change != nil {
@@ -327,10 +327,7 @@ func (sh *shared) call(f func(ctx context.Context) error) error {
 func (sh *shared) callCtx(parent context.Context, f func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(parent, sh.b.mgr.stores.timeout)
 	defer cancel()
-	clk := sh.b.mgr.clk
-	at := clk.Now()
 	err := guardStore(sh.st, func() error { return f(ctx) })
-	sh.hub.took(clk.Now().Sub(at))
 	if err != nil && parent.Err() == nil {
 		sh.errors.Add(1)
 	}

@@ -21,9 +21,7 @@ type changeMsg struct {
 	at     time.Time
 }
 
-func (msg changeMsg) handle(m *Manager) {
-	// How long it waited for the loop: a busy loop hears late too.
-	msg.h.took(m.clk.Now().Sub(msg.at))
+func (msg changeMsg) handle(*Manager) {
 	if sh := msg.h.byName[msg.change.Name]; sh != nil {
 		sh.loopStep(fleet.Heard{Status: fleet.StatusOf(msg.change), At: msg.at})
 	}
@@ -185,7 +183,6 @@ func (m *Manager) goStore(h *hub, sh *shared, call func(ctx context.Context, at 
 		if err := guardStore(h.st, func() error { msg = call(ctx, at); return nil }); err != nil {
 			msg = failedMsg{h: h, sh: sh, err: err}
 		}
-		h.took(m.clk.Now().Sub(at))
 		m.sendStore(msg)
 	}()
 }

@@ -73,8 +73,7 @@ type script struct {
 	m     *machine.Machine
 	now   time.Time
 	asked uint64
-	late  time.Duration // the view's Late
-	last  machine.Step  // the machine's last step, for applied
+	last  machine.Step // the machine's last step, for applied
 }
 
 func runScript(t *testing.T, path string) {
@@ -256,12 +255,12 @@ func (d *script) init(a *args) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	d.s, d.m, d.asked, d.late, d.last = fleet.State{Policy: p, Fallback: fb}, m, 0, 0, machine.Step{}
+	d.s, d.m, d.asked, d.last = fleet.State{Policy: p, Fallback: fb}, m, 0, machine.Step{}
 }
 
 func (d *script) view() fleet.View {
 	s := d.m.Snapshot()
-	return fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: d.asked, Late: d.late}
+	return fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: d.asked}
 }
 
 // run runs one command and returns what it changed.
@@ -281,9 +280,6 @@ func (d *script) run(line string) string {
 		return ""
 	case "asked":
 		d.asked = a.posInt(0)
-		return ""
-	case "late":
-		d.late = mustDur(d.t, a.pos[0])
 		return ""
 	case "machine":
 		return d.machine(words[1])

@@ -160,22 +160,7 @@ type View struct {
 	Forced bool
 	Halted bool
 	Asked  uint64
-	// Late is how late the store's answers and changes have lately
-	// reached the process's steps (its store calls' round trips and the
-	// changes' wait for its loop, smoothed, on its clock). A process that
-	// is slow to run, or whose store is, hears late of what the fleet
-	// does: it waits twice that longer before it acts on another's open
-	// period or lease (Lag) and before it opens the store itself after
-	// another's crossing (OpeningWait).
-	Late time.Duration
 }
-
-// MaxLate bounds what a late process adds to a wait (View.Late).
-const MaxLate = 2 * time.Second
-
-// wait is what the process adds, being late, to its lag and to its wait
-// for another's opening.
-func (v View) wait() time.Duration { return min(2*v.Late, MaxLate) }
 
 // Msg is what happened to a shared breaker: one of the types of this
 // package below. Each names the caller or the goroutine that sends it.
@@ -523,7 +508,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case VerdictReply:
 		s.verdictReply(v, m, &a)
 	case Applied:
-		s.applied(v, m, &a)
+		s.applied(m, &a)
 	case LeaseDecided:
 		s.Lease = max(m.Lease, minHold)
 	case Reconfigured:
@@ -829,7 +814,7 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 		// process's lag, as Follow has it).
 		hold := minHold
 		if m.Status.Probe > 0 {
-			hold = max(m.Status.Probe+Lag(s.Policy.Reporter)+v.wait(), minHold)
+			hold = max(m.Status.Probe+Lag(s.Policy.Reporter), minHold)
 		}
 		a.Probe = ProbeAnswer{Hold: hold, Decline: true}
 		s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
@@ -904,7 +889,7 @@ func (s *State) verdictReply(v View, m VerdictReply, a *Actions) {
 }
 
 // applied does what a step the loop applied needs of the store.
-func (s *State) applied(v View, m Applied, a *Actions) {
+func (s *State) applied(m Applied, a *Actions) {
 	// The next probe's lease is decided as the breaker opens, or as it
 	// turns half-open without having opened here (it joined, or heard
 	// of, an opening whose period is over).
@@ -951,7 +936,7 @@ func (s *State) applied(v View, m Applied, a *Actions) {
 			// Another process crossed the threshold: its opening is on
 			// its way to every process.
 			s.Awaiting = OwnTrip{Gen: m.Gen, Epoch: epoch, Until: until}
-			a.loop(AwaitOpening{Gen: m.Gen, At: m.At.Add(OpeningWait + v.wait())})
+			a.loop(AwaitOpening{Gen: m.Gen, At: m.At.Add(OpeningWait)})
 			return
 		}
 		a.loop(OpenCall{Epoch: epoch, Until: until})
@@ -1076,7 +1061,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	// current state, and while a caller asks for it.
 	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
 	self := s.Policy.Reporter
-	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self) + v.wait()}
+	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self)}
 	next, changed := Follow(cur, h.Status, h.At, now)
 	if lost && v.Forced && !h.Status.Forced {
 		// The fleet's forcing was lost with the data, or lifted since
