@@ -17,24 +17,18 @@ import (
 )
 
 // slowReplies is a store whose failure reports wait late on the mock clock
-// before they run, as a call waits for a connection of a busy pool. Its
-// watch delivers nothing, so that its manager learns of the fleet from
-// replies.
+// before they run, as a call waits for a connection of a busy pool; its
+// watch's gate holds the changes, so that its manager learns of the fleet
+// from replies.
 type slowReplies struct {
-	store.Store
+	*gatedWatch
 	mock *clock.Mock
 	late time.Duration
 }
 
 func (s *slowReplies) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, n []int64) (store.Verdict, error) {
 	s.mock.Add(s.late)
-	return s.Store.RecordFailure(ctx, name, p, failures, n)
-}
-
-func (s *slowReplies) Watch(ctx context.Context, ready func(), _ func(store.Change)) error {
-	ready()
-	<-ctx.Done()
-	return ctx.Err()
+	return s.gatedWatch.RecordFailure(ctx, name, p, failures, n)
 }
 
 // A process that learns of another's opening from its own failure report's
@@ -54,7 +48,9 @@ func TestSharedReplyDeadlineCountsFromArrival(t *testing.T) {
 	b0 := register(t, m0, "svc", cfg)
 	m1 := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, Resync: time.Hour, Name: "follower"})
 	t.Cleanup(m1.Stop)
-	cfg.Store = &slowReplies{Store: mem, mock: mock, late: 200 * time.Millisecond}
+	gate := &gatedWatch{Memory: mem}
+	gate.hold()
+	cfg.Store = &slowReplies{gatedWatch: gate, mock: mock, late: 200 * time.Millisecond}
 	b1 := register(t, m1, "svc", cfg)
 	syncAll([]*manager.Manager{m0, m1})
 
