@@ -10,5 +10,6 @@ var ScriptKinds = map[string]string{
 	resolveScript.Hash(): "verdict",
 	resetScript.Hash():   "reset",
 	forceScript.Hash():   "force",
+	successScript.Hash(): "success",
 	inspectScript.Hash(): "inspect",
 }

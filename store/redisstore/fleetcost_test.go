@@ -71,7 +71,7 @@ func (h *kindHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // writes are the kinds of command that change a breaker's state in Redis.
-var writes = map[string]bool{"failure": true, "window": true, "open": true, "lease": true, "verdict": true, "reset": true, "force": true, "del": true}
+var writes = map[string]bool{"failure": true, "window": true, "open": true, "lease": true, "verdict": true, "reset": true, "force": true, "success": true}
 
 // fleetCounts sums the hooks' counts, writes only.
 func fleetCounts(hooks []*kindHook) map[string]int64 {

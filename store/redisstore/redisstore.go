@@ -288,10 +288,16 @@ func (s *Store) RecordSuccess(ctx context.Context, name string, p store.Policy, 
 	if p.Rate > 0 {
 		return s.window(ctx, name, p, 0, successes)
 	}
-	if err := s.client.Del(ctx, s.Key(name, "failures"), s.Key(name, "reporters")).Err(); err != nil {
+	keys := []string{s.Key(name, "failures"), s.Key(name, "reporters"), s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
+	r, err := successScript.Run(ctx, s.client, keys).Result()
+	if err != nil {
 		return store.Verdict{}, s.fail("record success of", name, err)
 	}
-	return store.Verdict{}, nil
+	v, opener, err := reply(r, 3)
+	if err != nil {
+		return store.Verdict{}, err
+	}
+	return store.Verdict{Status: statusWith(v, opener)}, nil
 }
 
 // window adds failures, and successes by age, to the window of a window

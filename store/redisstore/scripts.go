@@ -175,7 +175,10 @@ return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL',
 // reason's length in bytes first, since a name may hold any character.
 
 // openScript opens the breaker if it is still in the caller's closed epoch
-// (or the store is behind it), for period, and announces it.
+// (or the store is behind it), for period, and announces it. A store
+// behind the caller that is forced open (it lost its data, and an operator
+// forced it since) stays forced: the forcing moves to the opened epoch
+// above the caller's, announced, so that every process follows it.
 //
 // KEYS: open, probe, epoch, opener. ARGV: epoch, period_ms (0: the period
 // is over already), channel, name, publish (the command that announces:
@@ -187,6 +190,13 @@ return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL',
 var openScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[3]) or '0')
 local c = tonumber(ARGV[1])
+if c > e and c % 2 == 0 and e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 then
+  e = c + 1
+  redis.call('SET', KEYS[3], e)
+  redis.call('DEL', KEYS[2], KEYS[4])
+  redis.call(ARGV[5], ARGV[3], 'forced|0|' .. e .. '|' .. ARGV[4])
+  return {0, e, -1, 0, ''}
+end
 if c % 2 == 1 or c < e or (c == e and e % 2 == 1) then
   return {0, e, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]), redis.call('GET', KEYS[4]) or ''}
 end
@@ -214,7 +224,11 @@ return {1, e, tonumber(ARGV[2]), 0, o}
 // open (an open marker without expiry, PTTL -1). A caller ahead of
 // the store (which lost its data) re-seeds the epoch and holds the fleet
 // open for one lease, so that a probe in flight from before the loss ends
-// before another starts.
+// before another starts; a caller in a closed epoch ahead of the store
+// makes it that closed epoch, with no open marker (which in a closed epoch
+// would be a slow start nothing earned); and a forcing made since the loss
+// stands, moved to the opened epoch above the caller's (store.Memory's
+// rules, which the conformance test holds this script to).
 //
 // A lease taken is announced ("leased|lease_ms|epoch|name"), so that the
 // other processes ask for none while it runs.
@@ -228,9 +242,19 @@ var probeScript = redis.NewScript(`
 local e = tonumber(redis.call('GET', KEYS[3]) or '0')
 local c = tonumber(ARGV[3])
 if c > e then
-  redis.call('SET', KEYS[3], c)
-  redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
   redis.call('DEL', KEYS[2], KEYS[4])
+  if e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 then
+    e = c + 1 + c % 2
+    redis.call('SET', KEYS[3], e)
+    redis.call(ARGV[6], ARGV[4], 'forced|0|' .. e .. '|' .. ARGV[5])
+    return {0, e, -1, 0, ''}
+  end
+  redis.call('SET', KEYS[3], c)
+  if c % 2 == 0 then
+    redis.call('DEL', KEYS[1])
+    return {0, c, 0, 0, ''}
+  end
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
   return {0, c, tonumber(ARGV[2]), 0, ''}
 end
 local o = redis.call('PTTL', KEYS[1])
@@ -314,4 +338,14 @@ redis.call('SET', KEYS[1], 'forced')
 redis.call('DEL', KEYS[2], KEYS[4])
 redis.call(ARGV[3], ARGV[1], 'forced|0|' .. e .. '|' .. ARGV[2])
 return {e, -1, 0}
+`)
+
+// successScript ends the shared run of consecutive failures and its
+// reporters, and returns the breaker's status.
+//
+// KEYS: failures, reporters, open, probe, epoch, opener.
+// Returns {epoch, open_pttl, probe_pttl, opener}.
+var successScript = redis.NewScript(`
+redis.call('DEL', KEYS[1], KEYS[2])
+return {tonumber(redis.call('GET', KEYS[5]) or '0'), redis.call('PTTL', KEYS[3]), redis.call('PTTL', KEYS[4]), redis.call('GET', KEYS[6]) or ''}
 `)
