@@ -53,6 +53,51 @@ func Run(t *testing.T, h Harness) {
 	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
 	t.Run("SlowStartCountsDown", func(t *testing.T) { slowStart(t, h) })
 	t.Run("OpeningKeepsItsReason", func(t *testing.T) { reason(t, h) })
+	t.Run("ForcingSurvivesDataLoss", func(t *testing.T) { forcingSurvivesDataLoss(t, h) })
+	t.Run("ClosedEpochIsNeverTakenForOpened", func(t *testing.T) { closedEpochNotOpened(t, h) })
+}
+
+// forcingSurvivesDataLoss: a store that lost its data and was forced open
+// since (an operator's kill switch, in epoch 1) stays forced whatever
+// epoch a process from before the loss names: its lease and its opening
+// are refused, and the forcing moves to the opened epoch above the
+// caller's, announced, so that every process follows it.
+func forcingSurvivesDataLoss(t *testing.T, h Harness) {
+	s := h.New(t)
+	if st, err := s.ForceOpen(ctx(t), "k"); err != nil || st != (store.Status{Epoch: 1, Forced: true}) {
+		t.Fatalf("ForceOpen of an empty store: %+v, %v", st, err)
+	}
+	ok, st, err := s.AcquireProbe(ctx(t), "k", "p", 7, time.Minute)
+	if err != nil || ok || st != (store.Status{Epoch: 9, Forced: true}) {
+		t.Fatalf("AcquireProbe in epoch 7 of a process from before the loss: won %v, %+v, %v; want refused, forced in epoch 9", ok, st, err)
+	}
+	st, opened, err := s.Open(ctx(t), "k", 12, time.Minute, store.Reason{By: "late"})
+	if err != nil || opened || st != (store.Status{Epoch: 13, Forced: true}) {
+		t.Fatalf("Open from epoch 12: opened %v, %+v, %v; want refused, forced in epoch 13", opened, st, err)
+	}
+	h.Advance(t, time.Hour)
+	if got := status(t, s, "k"); got != (store.Status{Epoch: 13, Forced: true}) {
+		t.Fatalf("an hour later: %+v, want forced in epoch 13", got)
+	}
+	if st, err := s.Reset(ctx(t), "k"); err != nil || st != (store.Status{Epoch: 14}) {
+		t.Fatalf("Reset: %+v, %v; want closed epoch 14", st, err)
+	}
+}
+
+// closedEpochNotOpened: a process in a closed epoch ahead of a store that
+// lost its data (it went half-open on its own) asks for a lease in it: the
+// store takes that closed epoch, with no open marker, which in a closed
+// epoch would be a slow start nothing earned.
+func closedEpochNotOpened(t *testing.T, h Harness) {
+	s := h.New(t)
+	ok, st, err := s.AcquireProbe(ctx(t), "e", "p", 6, time.Minute)
+	if err != nil || ok || st != (store.Status{Epoch: 6}) {
+		t.Fatalf("AcquireProbe in closed epoch 6 of an empty store: won %v, %+v, %v; want refused, closed in epoch 6 with no slow start", ok, st, err)
+	}
+	ok, st, err = s.AcquireProbe(ctx(t), "e", "p", 7, time.Minute)
+	if err != nil || ok || !st.Opened() || st.Epoch != 7 || st.Open <= 0 || st.Open > time.Minute {
+		t.Fatalf("AcquireProbe in opened epoch 7 ahead of the store: won %v, %+v, %v; want refused, held open for the lease in epoch 7", ok, st, err)
+	}
 }
 
 // reason: an opening keeps who opened the breaker and why, on one line,
