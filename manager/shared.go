@@ -453,7 +453,7 @@ func (sh *shared) acquire(b *Breaker, ctx context.Context) (Permit, error) {
 	if canceled {
 		err = nil
 	}
-	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease}
+	l := fleet.Lease{Gen: t.Gen, Token: call.Token, Epoch: call.Epoch, For: call.Lease, Asked: call.Asked}
 	reply, notes := sh.step(fleet.ProbeReply{Lease: l, Won: got, Status: st, Err: err, Canceled: canceled, At: b.mgr.clk.Now()}, nil)
 	// The probing step first: the loop arms its timer for the lease.
 	step.Until = machine.After(step.At, reply.Probe.Hold)

@@ -302,7 +302,16 @@ func (d *script) run(line string) string {
 	case "probewon":
 		msg = fleet.ProbeWon{Gen: a.posInt(0), Token: a.pos[1]}
 	case "probereply":
-		l := fleet.Lease{Gen: a.posInt(0), Token: a.pos[1], Epoch: a.posInt(2), For: mustDur(d.t, a.pos[3])}
+		// The lease as it was asked for: at the instant the state's
+		// Acquiring lease says, unless late=D says the reply arrives D
+		// after the asking.
+		l := fleet.Lease{Gen: a.posInt(0), Token: a.pos[1], Epoch: a.posInt(2), For: mustDur(d.t, a.pos[3]), Asked: d.now}
+		if d.s.Acquiring.Gen == l.Gen {
+			l.Asked = d.s.Acquiring.Asked
+		}
+		if late := a.dur("late"); late > 0 {
+			l.Asked = d.now.Add(-late)
+		}
 		msg = fleet.ProbeReply{Lease: l, Won: a.has("won"), Status: a.status(), Err: a.err(), Canceled: a.has("canceled"), At: d.now}
 	case "probeended":
 		msg = fleet.ProbeEnded{Gen: a.posInt(0), Outcome: a.outcome()}

@@ -42,7 +42,15 @@ type Lease struct {
 	Token string
 	Epoch uint64
 	For   time.Duration
+	// Asked is when the process asked for the lease, on its clock: the
+	// store granted it no earlier, so the lease ends no earlier than
+	// Asked+For, and this process counts its end from there.
+	Asked time.Time
 }
+
+// End is the earliest instant the lease can end, on the process's clock:
+// Asked+For.
+func (l Lease) End() time.Time { return l.Asked.Add(l.For) }
 
 // Held reports whether l is a lease.
 func (l Lease) Held() bool { return l.Gen != 0 }
@@ -401,6 +409,9 @@ type AcquireCall struct {
 	Token string
 	Epoch uint64
 	Lease time.Duration
+	// Asked is the step's instant: the lease's end counts from it
+	// (Lease.Asked).
+	Asked time.Time
 }
 
 // ResolveCall sends a probe's success or ignore to the store. Its reply
@@ -500,7 +511,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case Recorded:
 		s.recorded(v, now, m, &a)
 	case ProbeWon:
-		s.probeWon(m, &a)
+		s.probeWon(now, m, &a)
 	case ProbeReply:
 		s.probeReply(v, now, m, &a)
 	case ProbeEnded:
@@ -771,7 +782,7 @@ func (s *State) lease() time.Duration {
 
 // probeWon decides what a caller that won the local probe does: take the
 // store's lease, or, while the store is unreachable, probe on its own.
-func (s *State) probeWon(m ProbeWon, a *Actions) {
+func (s *State) probeWon(now time.Time, m ProbeWon, a *Actions) {
 	if s.failsClosed() {
 		// Nothing but the store's answer lets a call through.
 		a.Probe.Decline = true
@@ -782,8 +793,8 @@ func (s *State) probeWon(m ProbeWon, a *Actions) {
 		a.Probe.Hold = max(s.Lease, minHold)
 		return
 	}
-	s.Acquiring = Lease{Gen: m.Gen, Token: m.Token, Epoch: s.Epoch, For: s.lease()}
-	a.Call = AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: s.Acquiring.For}
+	s.Acquiring = Lease{Gen: m.Gen, Token: m.Token, Epoch: s.Epoch, For: s.lease(), Asked: now}
+	a.Call = AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: s.Acquiring.For, Asked: now}
 }
 
 // probeReply takes the store's answer to a lease.
@@ -801,9 +812,16 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 		a.Probe = ProbeAnswer{Hold: l.For, GiveBack: true}
 	case m.Err != nil:
 		// The local probe goes ahead, for the lease it asked for,
-		// unless the breaker fails closed.
+		// unless the breaker fails closed or that time is over.
 		s.fallBack(v, m.Err, a)
-		a.Probe = ProbeAnswer{Hold: l.For, Decline: s.failsClosed()}
+		a.Probe = ProbeAnswer{Hold: l.For, Decline: s.failsClosed() || !m.At.Before(l.End())}
+	case m.Won && !m.At.Before(l.End()):
+		// The grant came back after the lease it grants could have
+		// ended (a congested link, a stalled process): another process
+		// may hold the next one already. No trial: the lease lapses in
+		// the store at its time, and the probing state here ends with
+		// it (its timer, counted from the asking, is due).
+		a.Probe = ProbeAnswer{Hold: l.For, Decline: true}
 	case m.Won:
 		s.Held = l
 		a.Probe.Hold = l.For
