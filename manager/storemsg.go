@@ -105,6 +105,13 @@ func (msg statusMsg) handle(m *Manager) {
 		if sh.b.removed {
 			continue
 		}
+		if i < len(msg.statuses) && msg.statuses[i].Err != nil {
+			// Its stored state is bad data: its problem alone, an
+			// error of its own, as a failed call of its would be.
+			sh.errors.Add(1)
+			sh.loopStep(fleet.Failed{Err: msg.statuses[i].Err})
+			continue
+		}
 		sh.loopStep(fleet.Answered{Seq: msg.seq})
 		if i < len(msg.statuses) {
 			sh.loopStep(fleet.Heard{Status: msg.statuses[i], At: msg.at, Seq: msg.seq})

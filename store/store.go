@@ -104,7 +104,9 @@ type Store interface {
 	// Forced until a Reset. Forcing a breaker already forced changes
 	// nothing. It returns the status after the call.
 	ForceOpen(ctx context.Context, name string) (Status, error)
-	// Status returns the shared status of each of names, in order.
+	// Status returns the shared status of each of names, in order. An
+	// error is a failed read; a breaker whose stored state cannot be read
+	// has a status whose Err says why, and the others are read as usual.
 	Status(ctx context.Context, names []string) ([]Status, error)
 	// Watch calls fn with every change any process makes, in order, until
 	// ctx is done (it then returns nil) or the connection to the store
@@ -262,6 +264,12 @@ type Status struct {
 	// (or Resolve, for a failed probe), for the whole opened epoch: open,
 	// half-open and probing. Zero while closed and while forced open.
 	Reason Reason
+	// Err, in a status read (Store.Status), says why this breaker's
+	// status could not be read: its stored state holds data the store
+	// did not write (a key that does not parse, or of the wrong type).
+	// The other fields are then zero. It is that breaker's problem
+	// alone: the read's other statuses stand, and a Reset repairs it.
+	Err error
 }
 
 // MaxWhy is the longest Reason.Why a store keeps, in bytes.

@@ -527,14 +527,16 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case Decided:
 		s.decided(v, now, m, &a)
 	case Manual:
-		if s.Link.Down {
-			s.ForcedHere = m.Force
-			if !m.Force {
-				s.holdReset(v, &a)
-			}
-			break
+		// The action goes to the store even while it seems unreachable
+		// (a breaker whose own data is bad falls back alone, and a
+		// Reset is what repairs it). A forcing is this process's alone
+		// until the store confirms it (ManualReply): if the store does
+		// not, the fleet is forced once it answers. A Reset supersedes
+		// a forcing not confirmed yet.
+		s.ForcedHere = m.Force
+		if s.Link.Down && !m.Force {
+			s.holdReset(v, &a)
 		}
-		s.ForcedHere = false
 		a.Call = ManualCall(m)
 	case ManualReply:
 		if m.Err != nil {
@@ -547,6 +549,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 			}
 			break
 		}
+		s.ForcedHere = false
 		s.Held = Lease{}
 		s.raise(v, m.Status.Epoch)
 	case Failed:
@@ -970,10 +973,19 @@ func (s *State) applied(m Applied, a *Actions) {
 
 // decided takes the store's answer to a call the loop made.
 func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
+	forcing := s.Forcing
 	s.Forcing = false
 	switch {
 	case m.Err != nil:
 		s.fallBack(v, m.Err, a)
+	case forcing:
+		// The fleet's forcing is in the store: it is the fleet's now.
+		s.ForcedHere = false
+		if m.Won {
+			s.raise(v, m.Status.Epoch)
+		} else {
+			s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
+		}
 	case s.Link.Down:
 	case m.Won:
 		// This process's decision stands: its state is the fleet's, in
@@ -1025,8 +1037,11 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 	case s.Fallback == store.FailClosed && v.State == breaker.Open && v.Until.IsZero() && !v.Forced:
 		a.Change = Move{Gen: v.Gen, State: breaker.Closed}
 	case v.Forced && s.ForcedHere:
-		// Forced open by hand during the outage: force the fleet.
-		s.Forcing, s.ForcedHere = true, false
+		// Forced open by hand during the outage: force the fleet. The
+		// forcing is this process's until the store confirms it
+		// (decided): a ForceCall that fails is made again at the next
+		// return.
+		s.Forcing = true
 		a.loop(ForceCall{})
 	case v.Forced:
 		// Forced by following the fleet: the store says whether it

@@ -37,7 +37,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -433,8 +432,10 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 }
 
 // Status implements store.Store. It sends one pipeline (a Cluster client
-// splits it by node), and, when some of the breakers are opened, a second
-// one that reads who opened them and why.
+// splits it by node) of one script per breaker, which reads the
+// breaker's status atomically. A breaker whose keys hold bad data (an
+// epoch that is not one, a key of the wrong type) gets a status whose Err
+// says so; the others are read as usual.
 func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -442,71 +443,74 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 	if len(names) == 0 {
 		return nil, nil
 	}
-	pipe := s.client.Pipeline()
-	epoch := make([]*redis.StringCmd, len(names))
-	open := make([]*redis.DurationCmd, len(names))
-	probe := make([]*redis.DurationCmd, len(names))
-	for i, n := range names {
-		epoch[i] = pipe.Get(ctx, s.Key(n, "epoch"))
-		open[i] = pipe.PTTL(ctx, s.Key(n, "open"))
-		probe[i] = pipe.PTTL(ctx, s.Key(n, "probe"))
+	cmds, err := s.statuses(ctx, names)
+	if err != nil && isNoScript(err) {
+		// The server does not have the script yet (a restart, a new
+		// node): load it, once, and read again.
+		if err = statusScript.Load(ctx, s.client).Err(); err == nil {
+			cmds, err = s.statuses(ctx, names)
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		now := time.Now()
 		s.reload.after(err, now)
 		return nil, fmt.Errorf("redisstore: status of %d breakers: %w", len(names), s.dials.explain(err, now))
 	}
 	out := make([]store.Status, len(names))
-	for i := range names {
-		e, err := epoch[i].Uint64()
-		if err == nil || errors.Is(err, redis.Nil) {
-			err = cmp.Or(open[i].Err(), probe[i].Err())
-		}
-		if err != nil && !errors.Is(err, redis.Nil) {
-			now := time.Now()
-			s.reload.after(err, now)
-			return nil, fmt.Errorf("redisstore: status of %q: %w", names[i], s.dials.explain(err, now))
-		}
-		if e%2 == 0 {
-			// The open marker of a closed epoch is its slow start.
-			out[i] = store.Status{Epoch: e, Probe: positive(probe[i].Val()), SlowStart: positive(open[i].Val())}
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			out[i].Err = wrap("read the status of", names[i], err)
 			continue
 		}
-		out[i] = store.Status{Epoch: e, Open: positive(open[i].Val()), Probe: positive(probe[i].Val()), Forced: open[i].Val() == -1}
+		v, opener, err := reply(cmd.Val(), 3)
+		if err != nil {
+			out[i].Err = wrap("read the status of", names[i], err)
+			continue
+		}
+		out[i] = statusWith(v, opener)
 	}
-	return out, s.reasons(ctx, names, out)
+	return out, nil
 }
 
-// reasons reads who opened each breaker of out that is opened, and not
-// forced, and why: one more round trip, only while some breaker is
-// opened, so that reading closed breakers (an idle fleet's resync) costs
-// no more than before.
-func (s *Store) reasons(ctx context.Context, names []string, out []store.Status) error {
-	var pipe redis.Pipeliner
-	var cmds []*redis.StringCmd
-	var at []int
-	for i, st := range out {
-		if !st.Opened() || st.Forced {
-			continue
+// statuses sends the status read of names: one statusScript each, in one
+// pipeline. It returns the commands, and an error if the read as a whole
+// failed: not one breaker's bad data (see badData), which its command
+// holds.
+func (s *Store) statuses(ctx context.Context, names []string) ([]*redis.Cmd, error) {
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	for i, n := range names {
+		cmds[i] = statusScript.EvalSha(ctx, pipe, []string{s.Key(n, "epoch"), s.Key(n, "open"), s.Key(n, "probe"), s.Key(n, "opener")})
+	}
+	_, err := pipe.Exec(ctx)
+	if err == nil {
+		return cmds, nil
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !badData(err) {
+			return nil, err
 		}
-		if pipe == nil {
-			pipe = s.client.Pipeline()
-		}
-		cmds = append(cmds, pipe.Get(ctx, s.Key(names[i], "opener")))
-		at = append(at, i)
 	}
-	if pipe == nil {
-		return nil
+	return cmds, nil
+}
+
+// badData reports whether err is the server's answer that a breaker's
+// keys hold what fusebox did not write: the scripts' "bad data" error, or
+// a key of the wrong type. Anything else (a connection lost, a cluster
+// down) is the store's, not one breaker's.
+func badData(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		now := time.Now()
-		s.reload.after(err, now)
-		return fmt.Errorf("redisstore: status of %d breakers: %w", len(names), s.dials.explain(err, now))
-	}
-	for j, i := range at {
-		out[i].Reason = parseOpener(cmds[j].Val(), out[i].Epoch)
-	}
-	return nil
+	msg := err.Error()
+	return strings.Contains(msg, "fusebox: bad data") || strings.HasPrefix(msg, "WRONGTYPE")
+}
+
+// isNoScript reports whether err says the server lacks a script.
+func isNoScript(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // reasonArg is r as the scripts keep it: "by\nwhy", each on one line and

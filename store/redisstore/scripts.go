@@ -2,6 +2,26 @@ package redisstore
 
 import "github.com/redis/go-redis/v9"
 
+// epochLua begins every script that reads a breaker's epoch: epoch(key)
+// is the epoch, 0 when the key is absent, and an error reply naming the
+// key when it holds anything but a whole number Lua counts exactly (up to
+// 15 digits): one breaker's bad data fails that breaker's calls, never a
+// status read of its store's other breakers, and a Reset repairs it
+// (resetScript reads the epoch with pcall).
+const epochLua = `
+local function epoch(k)
+  local v = redis.call('GET', k)
+  if not v then return 0 end
+  if #v > 15 or not string.match(v, '^%d+$') then
+    error({err = 'fusebox: bad data: the epoch key ' .. k .. ' holds ' .. string.format('%q', string.sub(v, 1, 40)) .. ', not an epoch (fusebox reset repairs it)'})
+  end
+  return tonumber(v)
+end
+`
+
+// script returns the script of body, which may call epoch (epochLua).
+func script(body string) *redis.Script { return redis.NewScript(epochLua + body) }
+
 // Every script touches the keys of one breaker only, which share a hash tag,
 // so each runs in one slot of a Redis Cluster. Times are remaining
 // durations in milliseconds, read with PTTL or set with PX: Redis counts
@@ -18,7 +38,7 @@ import "github.com/redis/go-redis/v9"
 // quorum, reporter, failures.
 // Returns {count, reporters, epoch, open_pttl, probe_pttl, largest,
 // opener}.
-var failureScript = redis.NewScript(`
+var failureScript = script(`
 local k = tonumber(ARGV[4])
 local n = redis.call('INCRBY', KEYS[1], k)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -37,7 +57,7 @@ if q > 1 then
   table.sort(xs, function(a, b) return a > b end)
   for i = 1, math.min(q - 1, #xs) do top = top + xs[i] end
 end
-return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), top, redis.call('GET', KEYS[6]) or ''}
+return {n, r, epoch(KEYS[4]), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), top, redis.call('GET', KEYS[6]) or ''}
 `)
 
 // windowScript adds failures to the current bucket of a window policy, and
@@ -67,7 +87,7 @@ return {n, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KE
 // buckets, failures, quorum, reporter, then the successes of age 0, 1, ...
 // Returns {calls, failures, reporters, epoch, open_pttl, probe_pttl,
 // largest_calls, largest_failures, opener}.
-var windowScript = redis.NewScript(`
+var windowScript = script(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -154,7 +174,7 @@ if q > 1 then
     lc, lf = lc + xs[i][1], lf + xs[i][2]
   end
 end
-return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), lc, lf, redis.call('GET', KEYS[6]) or ''}
+return {c, f, r, epoch(KEYS[4]), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), lc, lf, redis.call('GET', KEYS[6]) or ''}
 `)
 
 // Every opening and closing advances the breaker's epoch (its own key,
@@ -187,8 +207,8 @@ return {c, f, r, tonumber(redis.call('GET', KEYS[4]) or '0'), redis.call('PTTL',
 // Returns {opened, epoch, open_pttl, probe_pttl, opener}. An open_pttl of
 // -1 (a marker without expiry) is a forced opening, in every script's
 // reply.
-var openScript = redis.NewScript(`
-local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+var openScript = script(`
+local e = epoch(KEYS[3])
 local c = tonumber(ARGV[1])
 if c > e and c % 2 == 0 and e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 then
   e = c + 1
@@ -238,8 +258,8 @@ return {1, e, tonumber(ARGV[2]), 0, o}
 // Returns {won, epoch, open_pttl, probe_pttl, opener}.
 // A marker or a lease with less than a millisecond left (PTTL 0) counts as
 // expired.
-var probeScript = redis.NewScript(`
-local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+var probeScript = script(`
+local e = epoch(KEYS[3])
 local c = tonumber(ARGV[3])
 if c > e then
   redis.call('DEL', KEYS[2], KEYS[4])
@@ -277,8 +297,8 @@ return {1, e, 0, tonumber(ARGV[2]), redis.call('GET', KEYS[4]) or ''}
 // ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch,
 // publish, reason (of a failure: "by\nwhy", or empty for none).
 // Returns {applied, epoch, open_pttl, probe_pttl, opener}.
-var resolveScript = redis.NewScript(`
-local e = tonumber(redis.call('GET', KEYS[5]) or '0')
+var resolveScript = script(`
+local e = epoch(KEYS[5])
 if e ~= tonumber(ARGV[6]) or redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {0, e, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[7]) or ''}
 end
@@ -306,13 +326,16 @@ return {1, e, redis.call('PTTL', KEYS[2]), 0, redis.call('GET', KEYS[7]) or ''}
 `)
 
 // resetScript closes the breaker whatever its state, moving the epoch to the
-// next closed one, and announces it.
+// next closed one, and announces it. An epoch key holding bad data is
+// taken for epoch 0: the reset repairs the breaker (its keys are
+// overwritten or deleted, whatever their type).
 //
 // KEYS: open, probe, failures, window, epoch, reporters, opener. ARGV:
 // channel, name, publish.
 // Returns the epoch.
-var resetScript = redis.NewScript(`
-local e = tonumber(redis.call('GET', KEYS[5]) or '0')
+var resetScript = script(`
+local ok, e = pcall(epoch, KEYS[5])
+if not ok then e = 0 end
 e = e + 2 - e % 2
 redis.call('SET', KEYS[5], e)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
@@ -327,8 +350,8 @@ return e
 //
 // KEYS: open, probe, epoch, opener. ARGV: channel, name, publish.
 // Returns {epoch, open_pttl, probe_pttl}.
-var forceScript = redis.NewScript(`
-local e = tonumber(redis.call('GET', KEYS[3]) or '0')
+var forceScript = script(`
+local e = epoch(KEYS[3])
 if e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 then
   return {e, -1, 0}
 end
@@ -345,7 +368,16 @@ return {e, -1, 0}
 //
 // KEYS: failures, reporters, open, probe, epoch, opener.
 // Returns {epoch, open_pttl, probe_pttl, opener}.
-var successScript = redis.NewScript(`
+var successScript = script(`
 redis.call('DEL', KEYS[1], KEYS[2])
-return {tonumber(redis.call('GET', KEYS[5]) or '0'), redis.call('PTTL', KEYS[3]), redis.call('PTTL', KEYS[4]), redis.call('GET', KEYS[6]) or ''}
+return {epoch(KEYS[5]), redis.call('PTTL', KEYS[3]), redis.call('PTTL', KEYS[4]), redis.call('GET', KEYS[6]) or ''}
+`)
+
+// statusScript reads a breaker's status in one atomic step: a resolve
+// cannot come between the reads of its keys.
+//
+// KEYS: epoch, open, probe, opener.
+// Returns {epoch, open_pttl, probe_pttl, opener}.
+var statusScript = script(`
+return {epoch(KEYS[1]), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), redis.call('GET', KEYS[4]) or ''}
 `)
