@@ -137,7 +137,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 	b := sh.b
 	for {
 		s := b.mach.Snapshot()
-		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load()}
+		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load(), Opener: s.Opener()}
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
 		if h := *sh.hints.Load(); h.Down && !next.Link.Down && a.Change != nil {

@@ -260,7 +260,7 @@ func (d *script) init(a *args) {
 
 func (d *script) view() fleet.View {
 	s := d.m.Snapshot()
-	return fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: d.asked}
+	return fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: d.asked, Opener: s.Opener()}
 }
 
 // run runs one command and returns what it changed.

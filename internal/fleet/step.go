@@ -168,6 +168,10 @@ type View struct {
 	Forced bool
 	Halted bool
 	Asked  uint64
+	// Opener is why the machine says it is open (its OpenError's
+	// Cause): the error of this process's own call, or who opened the
+	// fleet as the store said (a *breaker.OpenedError); nil if unknown.
+	Opener error
 }
 
 // Msg is what happened to a shared breaker: one of the types of this
@@ -315,7 +319,7 @@ func (Heard) isMsg()        {}
 // dropped by any of them.
 type Actions struct {
 	// Change is the one change of the machine the step decided, or nil:
-	// a Move, Hold, EndProbe, Renew or Trip.
+	// a Move, Hold, EndProbe, Renew, Trip or Cause.
 	Change Change
 	// Call is the store call the step's caller makes, or nil: a
 	// ReportCall, AcquireCall, ResolveCall or ManualCall.
@@ -339,8 +343,8 @@ type Actions struct {
 	Then []Heard
 }
 
-// Change is a change of the machine: one of Move, Hold, EndProbe, Renew
-// and Trip, each naming the generation it was decided on; it applies only
+// Change is a change of the machine: one of Move, Hold, EndProbe, Renew,
+// Trip and Cause, each naming the generation it was decided on; it applies only
 // while the machine is in that generation.
 type Change interface{ isChange() }
 
@@ -374,6 +378,14 @@ type EndProbe struct {
 // counts again.
 type Renew struct{ Gen uint64 }
 
+// Cause makes the store's Reason why the opened generation Gen is open,
+// without a transition: the store says another process opened the fleet
+// (its opening stood, this process's own trip did not).
+type Cause struct {
+	Gen    uint64
+	Reason store.Reason
+}
+
 // Trip opens the closed generation Gen because of a call with Outcome;
 // Alone: in this process alone, the fleet short of its quorum.
 type Trip struct {
@@ -387,6 +399,7 @@ func (Hold) isChange()     {}
 func (EndProbe) isChange() {}
 func (Renew) isChange()    {}
 func (Trip) isChange()     {}
+func (Cause) isChange()    {}
 
 // Call is a store call a caller makes: one of ReportCall, AcquireCall,
 // ResolveCall and ManualCall. Its reply is the caller's next message.
@@ -1115,6 +1128,11 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 		if !next.Until.IsZero() && !next.Until.Equal(v.Until) {
 			a.loop(Extend{Gen: v.Gen, Until: next.Until})
 		}
+		if r := h.Status.Reason; a.Change == nil && s.namesOther(v, h.Status) {
+			// Opened in the store's epoch by another process, whose
+			// opening stood: the fleet's opener is this breaker's.
+			a.Change = Cause{Gen: v.Gen, Reason: r}
+		}
 		if v.State == breaker.Closed && next.Epoch > cur.Epoch && a.Change == nil {
 			// A closed epoch this closed breaker did not close in (a
 			// Reset elsewhere): the fleet's counts went, and its own
@@ -1138,6 +1156,19 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 		mv.Reason = h.Status.Reason
 	}
 	a.Change = mv
+}
+
+// namesOther reports whether status st, of the epoch the state follows,
+// names an opener other than this process, and other than the one the
+// machine names: the store's word on who opened the fleet is the one
+// every process gives.
+func (s *State) namesOther(v View, st store.Status) bool {
+	r := st.Reason
+	if !st.Opened() || st.Forced || v.Forced || v.State == breaker.Closed || st.Epoch != s.Epoch || r == (store.Reason{}) || r.By == s.Policy.Reporter {
+		return false
+	}
+	o, ok := v.Opener.(*breaker.OpenedError)
+	return !ok || o.By != r.By || o.Text != r.Why
 }
 
 // raise moves the epoch up to e, noting how many status reads had
@@ -1173,6 +1204,8 @@ func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now
 		return step, r != machine.Stale, false, r == machine.Stale
 	case Renew:
 		m.Renew(c.Gen)
+	case Cause:
+		m.SetCause(c.Gen, reasonErr(c.Reason))
 	case Trip:
 		cause := breaker.CauseTrip
 		if c.Alone {

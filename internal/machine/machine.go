@@ -382,7 +382,11 @@ func (m *Machine) snapshot(st breaker.State, gen uint64, since, until time.Time,
 
 // opened is the error of the call that opened the breaker of snapshot s,
 // if known: the cause its declined calls report.
-func opened(s *Snapshot) error {
+func opened(s *Snapshot) error { return s.Opener() }
+
+// Opener returns the error of the call that opened the breaker of
+// snapshot s (its OpenError's Cause), or nil.
+func (s *Snapshot) Opener() error {
 	if s.Err != nil {
 		return s.Err.Cause
 	}
@@ -568,6 +572,25 @@ func (m *Machine) SetUntil(gen uint64, until time.Time) bool {
 		}
 		next := m.snapshot(s.State, s.Gen, s.Since, until, s.Forced, false, opened(s))
 		next.counter = s.counter
+		if m.cur.CompareAndSwap(s, next) {
+			return true
+		}
+	}
+}
+
+// SetCause records, for generation gen, an opened state, why it is open:
+// cause becomes the Cause of its OpenError (a shared breaker learns from
+// its store who opened the fleet, and why). It makes no transition. It
+// reports false if the breaker has moved on from gen, is closed, forced
+// open or halted.
+func (m *Machine) SetCause(gen uint64, cause error) bool {
+	for {
+		s := m.cur.Load()
+		if s.Gen != gen || s.closed || s.Halted || s.Forced {
+			return false
+		}
+		next := m.snapshot(s.State, s.Gen, s.Since, s.Until, s.Forced, false, cause)
+		next.counter, next.held = s.counter, s.held
 		if m.cur.CompareAndSwap(s, next) {
 			return true
 		}
