@@ -154,14 +154,18 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 		if h := next.Hints(); h != *sh.hints.Load() {
 			sh.hints.Store(&h)
 		}
+		reporting, was := next.Report.Kind == fleet.ReportInFlight, sh.state.Report.Kind == fleet.ReportInFlight
 		switch {
-		case next.Reporting && !sh.state.Reporting:
+		case reporting && !was:
 			sh.reported = make(chan struct{})
-		case !next.Reporting && sh.state.Reporting:
+		case !reporting && was:
 			close(sh.reported)
 			sh.reported = nil
 		}
 		sh.state = next
+		if checkSteps {
+			sh.check(msg)
+		}
 		for _, e := range a.Loop {
 			switch e.(type) {
 			case fleet.Lost:

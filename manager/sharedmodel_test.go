@@ -283,14 +283,17 @@ func (m *fleetModel) staled(i int, gen uint64, why string) {
 // state: not once the probe's time ran out, though it keeps the lease
 // until the probe's permit is released.
 func followView(v *mgrView, st store.Status, at, now time.Time) {
-	s := fstep.State{Epoch: v.epoch, Alone: v.alone, Policy: store.Policy{Reporter: v.name}}
+	s := fstep.State{Epoch: v.epoch, Policy: store.Policy{Reporter: v.name}}
+	if v.alone {
+		s.Trip = fstep.OwnTrip{Kind: fstep.TripAlone, Gen: v.gen}
+	}
 	if v.lease != 0 {
-		s.Held = fstep.Lease{Gen: v.lease, Epoch: v.epoch}
+		s.Probe = fstep.Probe{Kind: fstep.ProbeHeld, Lease: fstep.Lease{Gen: v.lease, Epoch: v.epoch}}
 	}
 	view := fstep.View{State: v.state, Gen: v.gen, Until: v.until, Forced: v.forced}
 	next, a := fstep.Step(s, view, now, fstep.Heard{Status: st, At: at})
-	v.epoch, v.alone = next.Epoch, next.Alone
-	if !next.Held.Held() {
+	v.epoch, v.alone = next.Epoch, next.Trip.Kind == fstep.TripAlone
+	if next.Probe.Kind != fstep.ProbeHeld {
 		v.lease = 0
 	}
 	switch c := a.Change.(type) {

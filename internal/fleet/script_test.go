@@ -74,6 +74,7 @@ type script struct {
 	now   time.Time
 	asked uint64
 	last  machine.Step // the machine's last step, for applied
+	where string       // the script and command being run, for messages
 }
 
 func runScript(t *testing.T, path string) {
@@ -100,6 +101,7 @@ func runScript(t *testing.T, path string) {
 				lines = append(lines, l)
 			}
 		}
+		d.where = fmt.Sprintf("%s, command %q", path, strings.Join(lines, " "))
 		got := strings.TrimRight(d.run(strings.Join(lines, " ")), "\n")
 		if i > 0 {
 			out.WriteString("\n")
@@ -306,8 +308,8 @@ func (d *script) run(line string) string {
 		// Acquiring lease says, unless late=D says the reply arrives D
 		// after the asking.
 		l := fleet.Lease{Gen: a.posInt(0), Token: a.pos[1], Epoch: a.posInt(2), For: mustDur(d.t, a.pos[3]), Asked: d.now}
-		if d.s.Acquiring.Gen == l.Gen {
-			l.Asked = d.s.Acquiring.Asked
+		if d.s.Probe.Kind == fleet.ProbeAcquiring && d.s.Probe.Lease.Gen == l.Gen {
+			l.Asked = d.s.Probe.Lease.Asked
 		}
 		if late := a.dur("late"); late > 0 {
 			l.Asked = d.now.Add(-late)
@@ -363,6 +365,9 @@ func (d *script) step(msg fleet.Msg, out *strings.Builder, prefix string) {
 			continue
 		}
 		d.s = next
+		if err := next.Check(d.view()); err != nil {
+			d.t.Errorf("%s: after %T%+v the state breaks an invariant: %v\nstate: %+v", d.where, msg, msg, err, next)
+		}
 		diffState(out, prefix, before, next)
 		if a.Change != nil {
 			fmt.Fprintf(out, "%schange: %s\n", prefix, render(a.Change))
@@ -442,7 +447,8 @@ func diffState(out *strings.Builder, prefix string, a, b fleet.State) {
 }
 
 // render formats v for a script: instants as offsets from t0, types without
-// their package, zero fields left out.
+// their package, zero fields left out but an epoch, a generation and a
+// phase's kind (Epoch=0 is an epoch, and a reader must see it).
 func render(v any) string {
 	return showValue(reflect.ValueOf(v))
 }
@@ -473,7 +479,8 @@ func showValue(v reflect.Value) string {
 	case reflect.Struct:
 		var parts []string
 		for i := range v.NumField() {
-			if f := v.Field(i); v.Type().Field(i).IsExported() && !f.IsZero() {
+			name := v.Type().Field(i).Name
+			if f := v.Field(i); v.Type().Field(i).IsExported() && (!f.IsZero() || name == "Epoch" || name == "Gen" || name == "Kind") {
 				parts = append(parts, v.Type().Field(i).Name+"="+showValue(f))
 			}
 		}

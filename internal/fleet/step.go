@@ -65,19 +65,6 @@ type Heard struct {
 	Seq    uint64
 }
 
-// OwnTrip is a trip this process decided and has not told the store of
-// yet: the breaker's generation it opens and the closed epoch the store
-// counted it in. Await says another process's failure crossed the
-// threshold before this one's: that process opens the fleet, and this one
-// waits for its opening (OpeningWait) before it opens the store itself;
-// Until is then the end of the period this process's own trip set.
-type OwnTrip struct {
-	Gen   uint64
-	Epoch uint64
-	Await bool
-	Until time.Time
-}
-
 // OpeningWait is how long a process whose failure found the threshold
 // already crossed by another's waits to hear of that process's opening
 // before it opens the store itself: so that an opening costs one opening
@@ -90,7 +77,9 @@ const OpeningWait = 300 * time.Millisecond
 
 // State is what a process knows and has decided of one shared breaker.
 // The zero State (with Policy and Fallback set) is a breaker that has just
-// joined, in the first closed epoch.
+// joined, in the first closed epoch. Each concern is one phase (see
+// phases.go), moved only by the message that acknowledges it; Check says
+// what holds between them.
 type State struct {
 	// Policy and Fallback are the breaker's configuration.
 	Policy   store.Policy
@@ -105,58 +94,32 @@ type State struct {
 	// Lease is how long the next probe may run, as the breaker's Recover
 	// decided when it opened; zero until then.
 	Lease time.Duration
-	// Acquiring is the lease a caller that won the local probe is asking
-	// the store for; Held the lease this process holds; Failing the lease
-	// of a failed probe, which the loop resolves once Recover has decided
-	// the next open period.
-	Acquiring, Held, Failing Lease
-	// Tripped is the trip this process decided and has not told the
-	// store of yet; Awaiting is one whose opening it waits to hear of
-	// (OwnTrip.Await) until the loop's Awaited.
-	Tripped, Awaiting OwnTrip
-	// Deciding is the probing generation whose verdict a caller is
-	// applying in the store; what is heard meanwhile waits in Deferred
-	// (the newest epoch's), to be followed once the verdict is applied.
-	Deciding uint64
-	Deferred *Heard
 	// Link is the breaker's link to the store: while it is down,
 	// Fallback is in effect.
 	Link Link
-	// ForcedHere says the breaker was forced open by hand while the store
-	// was unreachable: the fleet is forced once it answers. A forcing this
-	// process followed is the fleet's already, and is not forced again:
-	// the fleet may have been reset meanwhile.
-	ForcedHere bool
-	// Forcing says the fleet's forcing is on its way: nothing the store
-	// says before its answer is followed.
-	Forcing bool
-	// Reporting says a caller's failure report is on its way to the
-	// store: the failures released meanwhile are folded into the next
-	// report, which that caller makes once the reply is in (Folded
-	// failures of the closed generation FoldedGen; FoldedTrip: one of
-	// them tripped the process's own count). A process so has at most
-	// one failure report of a breaker in flight, however many of its
-	// callers fail at once.
-	Reporting  bool
-	Folded     int64
-	FoldedGen  uint64
-	FoldedTrip bool
-	// Dirty says a failure was reported since the last success reported
-	// (a consecutive policy): the next success ends the shared run.
-	// DirtyIn is the newest epoch the store counted such a failure in: a
-	// closing after it deleted the run, and clears Dirty.
-	Dirty   bool
-	DirtyIn uint64
+	// Probe is this process's probe: asking for a lease, holding it,
+	// sending its verdict, or failed and waiting for the next period.
+	Probe Probe
+	// Report is the failure report on its way, and what was folded into
+	// the next one meanwhile.
+	Report Report
+	// Trip is a trip of this process's that waits: for the machine to
+	// apply it, for another's opening, for the store to answer, or one
+	// made alone.
+	Trip OwnTrip
+	// Force is a forcing made here that the store has not confirmed.
+	Force Force
+	// Run is what this process reported into the shared run of
+	// consecutive failures (a consecutive policy).
+	Run Run
 	// Calls and Failures are the window's counts as the store last gave
 	// them (a window policy); Processes how many processes reported the
 	// failures counted (a quorum).
 	Calls, Failures, Processes int64
-	// Alone says the breaker opened in this process alone (its own
-	// outcomes reached the threshold while the fleet's were short of the
-	// quorum): it probes on its own and follows nothing of the fleet's
-	// closed epoch until it closes, or the fleet moves to another epoch.
-	Alone bool
 }
+
+// Force is the phase of a forcing made here: Kind.
+type Force struct{ Kind ForceKind }
 
 // View is what the owner of a State sees besides it: the breaker's
 // machine, as one snapshot, and the count of status reads the hub of its
@@ -546,7 +509,10 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		// until the store confirms it (ManualReply): if the store does
 		// not, the fleet is forced once it answers. A Reset supersedes
 		// a forcing not confirmed yet.
-		s.ForcedHere = m.Force
+		s.Force = Force{}
+		if m.Force {
+			s.Force.Kind = ForceAsked
+		}
 		if s.Link.Down && !m.Force {
 			s.holdReset(v, &a)
 		}
@@ -555,15 +521,21 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		if m.Err != nil {
 			// The action is this process's alone until the store
 			// answers: a forcing then forces the fleet.
-			s.ForcedHere = m.Force
+			if m.Force && s.Force.Kind == ForceAsked {
+				s.Force.Kind = ForcePending
+			}
 			s.fallBack(v, m.Err, &a)
 			if !m.Force {
 				s.holdReset(v, &a)
 			}
 			break
 		}
-		s.ForcedHere = false
-		s.Held = Lease{}
+		if m.Force && s.Force.Kind == ForceAsked {
+			s.Force = Force{}
+		}
+		if s.Probe.Kind == ProbeHeld {
+			s.Probe = Probe{} // the new epoch ends the lease
+		}
 		s.raise(v, m.Status.Epoch)
 	case Failed:
 		s.fallBack(v, m.Err, &a)
@@ -614,7 +586,7 @@ type Hints struct {
 
 // Hints returns what Quiet needs of s, and Stats shows.
 func (s State) Hints() Hints {
-	return Hints{Down: s.Link.Down, Dirty: s.Dirty, Window: s.Policy.Rate > 0,
+	return Hints{Down: s.Link.Down, Dirty: s.Run.Kind == RunReported, Window: s.Policy.Rate > 0,
 		Calls: s.Calls, Failures: s.Failures, Processes: s.Processes, Policy: s.Policy}
 }
 
@@ -629,30 +601,36 @@ func (s *State) outcome(v View, m Outcome, a *Actions) {
 	case s.Link.Down:
 		// Only the local fallback counts, and trips.
 		s.localTrip(m.Gen, m.Outcome, m.LocalTrip, a)
-	case m.Outcome == classify.Failure && s.Reporting:
-		if s.FoldedGen != m.Gen {
-			s.Folded, s.FoldedGen, s.FoldedTrip = 0, m.Gen, false
+	case m.Outcome == classify.Failure && s.Report.Kind == ReportInFlight:
+		r := &s.Report
+		if r.Gen != m.Gen {
+			// Failures folded in an earlier closed generation are
+			// stale: the next report is of this one.
+			a.Dropped += r.Folded
+			r.Folded, r.Gen, r.FoldedTrip = 0, m.Gen, false
 		}
-		s.Folded++
-		s.FoldedTrip = s.FoldedTrip || m.LocalTrip
+		r.Folded++
+		r.FoldedTrip = r.FoldedTrip || m.LocalTrip
 		a.Folded = true
 	case m.Outcome == classify.Failure:
-		s.Reporting = true
+		s.Report = Report{Kind: ReportInFlight}
 		a.Call = ReportCall{Failure: true, Failures: 1, Gen: m.Gen, LocalTrip: m.LocalTrip}
 	case m.Outcome != classify.Success:
 	case s.Policy.Rate > 0:
 		a.Call = ReportCall{Gen: m.Gen, LocalTrip: m.LocalTrip}
-	case s.Dirty:
+	case s.Run.Kind == RunReported:
 		// The first success after this process's failures ends the
 		// shared run; later ones have nothing to end.
-		s.Dirty = false
+		s.Run = Run{}
 		a.Call = ReportCall{Gen: m.Gen, LocalTrip: m.LocalTrip}
 	}
 }
 
 // foldedTrip reports whether a failure folded while a report of the
 // closed generation gen was on its way tripped the process's own count.
-func (s *State) foldedTrip(gen uint64) bool { return s.FoldedTrip && s.FoldedGen == gen }
+func (s *State) foldedTrip(gen uint64) bool {
+	return s.Report.FoldedTrip && s.Report.Gen == gen
+}
 
 // unfold ends a failure report: the failures folded meanwhile go with
 // the next report of the caller that made this one, if they are still of
@@ -660,28 +638,29 @@ func (s *State) foldedTrip(gen uint64) bool { return s.FoldedTrip && s.FoldedGen
 // are dropped (the machine moved on, or the store is unreachable: the
 // local count has them).
 func (s *State) unfold(gen uint64, a *Actions) {
-	s.Reporting = false
-	n, fgen, trip := s.Folded, s.FoldedGen, s.FoldedTrip
-	s.Folded, s.FoldedGen, s.FoldedTrip = 0, 0, false
-	if n == 0 {
+	r := s.Report
+	s.Report = Report{}
+	if r.Folded == 0 {
 		return
 	}
-	if fgen != gen || a.Change != nil || s.Tripped.Gen == gen+1 {
-		a.Dropped = n // their generation has ended
+	if r.Gen != gen || a.Change != nil || s.Trip.Kind == TripDecided && s.Trip.Gen == gen+1 {
+		a.Dropped += r.Folded // their generation has ended
 		return
 	}
 	if a.Call != nil || s.Link.Down {
 		return // the local count has them
 	}
-	s.Reporting = true
-	a.Call = ReportCall{Failure: true, Failures: n, Gen: gen, LocalTrip: trip}
+	s.Report = Report{Kind: ReportInFlight}
+	a.Call = ReportCall{Failure: true, Failures: r.Folded, Gen: gen, LocalTrip: r.FoldedTrip}
 }
 
 // localTrip trips the closed generation gen on the process's own count
 // while the store is unreachable, if the fallback is the local machine.
 func (s *State) localTrip(gen uint64, o classify.Outcome, trips bool, a *Actions) {
 	if s.Fallback == store.FallbackLocal && trips && a.Change == nil {
-		a.Change = Trip{Gen: gen, Outcome: o}
+		// Under a quorum the process's own count opens it alone: the
+		// store, once it answers, hears nothing of it.
+		a.Change = Trip{Gen: gen, Outcome: o, Alone: s.Policy.Quorum > 1}
 	}
 }
 
@@ -693,7 +672,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	}
 	if m.Err != nil {
 		if !m.Failure && s.Policy.Rate <= 0 {
-			s.Dirty = true // the run was not ended: end it with the next success
+			s.Run.Kind = RunReported // the run was not ended: end it with the next success
 		}
 		trips := m.LocalTrip || m.Failure && s.foldedTrip(m.Gen)
 		s.fallBack(v, m.Err, a)
@@ -706,8 +685,8 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	if m.Failure {
 		defer s.unfold(m.Gen, a)
 	}
-	if m.Failure {
-		s.Dirty, s.DirtyIn = true, max(s.DirtyIn, m.Verdict.Epoch)
+	if m.Failure && s.Policy.Rate <= 0 {
+		s.Run = Run{Kind: RunReported, In: max(s.Run.In, m.Verdict.Epoch)}
 	}
 	if s.Policy.Rate > 0 {
 		s.Calls, s.Failures = m.Verdict.Calls, m.Verdict.Failures
@@ -731,7 +710,9 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	case s.Policy.Trips(m.Verdict):
 		// The trip belongs to the closed epoch the store counted in.
 		s.raise(v, m.Verdict.Epoch)
-		s.Tripped = OwnTrip{Gen: m.Gen + 1, Epoch: m.Verdict.Epoch, Await: s.crossedBefore(m)}
+		if v.State == breaker.Closed && v.Gen == m.Gen && s.Trip.Kind == TripNone {
+			s.Trip = OwnTrip{Kind: TripDecided, Gen: m.Gen + 1, Epoch: m.Verdict.Epoch, Await: s.crossedBefore(m)}
+		}
 		a.Change = Trip{Gen: m.Gen, Outcome: o}
 	case s.Policy.Quorum > 1 && m.LocalTrip:
 		// This process's own outcomes reach the threshold, the fleet's
@@ -759,13 +740,13 @@ func (s *State) crossedBefore(m Recorded) bool {
 // (the fleet is still in the closed epoch the trip was counted in), this
 // process opens the store itself, for what is left of its own period.
 func (s *State) awaited(m Awaited, a *Actions) {
-	w := s.Awaiting
-	if w.Gen != m.Gen {
+	w := s.Trip
+	if w.Kind != TripAwaiting || w.Gen != m.Gen {
 		return
 	}
-	s.Awaiting = OwnTrip{}
-	if s.Epoch > w.Epoch || s.Link.Down {
-		return // heard of; or the link's restoring tells the fleet
+	s.Trip = OwnTrip{}
+	if s.Epoch > w.Epoch {
+		return // heard of
 	}
 	a.loop(OpenCall{Epoch: w.Epoch, Until: w.Until})
 }
@@ -805,21 +786,36 @@ func (s *State) probeWon(now time.Time, m ProbeWon, a *Actions) {
 		a.Change = Move{Gen: m.Gen, State: breaker.Open}
 		return
 	}
-	if s.Link.Down || s.Alone {
+	if s.Link.Down || s.Trip.Kind == TripAlone {
 		a.Probe.Hold = max(s.Lease, minHold)
 		return
 	}
-	s.Acquiring = Lease{Gen: m.Gen, Token: m.Token, Epoch: s.Epoch, For: s.lease(), Asked: now}
-	a.Call = AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: s.Acquiring.For, Asked: now}
+	if w := s.Trip; w.Kind == TripAwaiting && s.Epoch <= w.Epoch {
+		// The period this process's trip set ended before it heard of
+		// the opening it awaits (its opener died, or its reply was
+		// lost): the store is still in the closed epoch, where no
+		// lease is granted. It opens the store itself now, with its
+		// period over, and the next caller asks for the lease in the
+		// opened epoch.
+		s.Trip = OwnTrip{}
+		a.loop(OpenCall{Epoch: w.Epoch, Until: now})
+		a.Probe = ProbeAnswer{Hold: minHold, Decline: true}
+		return
+	}
+	// A probe of an earlier generation still in the store's hands here
+	// is over: its time ran out, and its lease with it (the lease's
+	// reply brings a newer status than any deferred).
+	l := Lease{Gen: m.Gen, Token: m.Token, Epoch: s.Epoch, For: s.lease(), Asked: now}
+	s.Probe = Probe{Kind: ProbeAcquiring, Lease: l}
+	a.Call = AcquireCall{Token: m.Token, Epoch: s.Epoch, Lease: l.For, Asked: now}
 }
 
 // probeReply takes the store's answer to a lease.
 func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 	l := m.Lease
-	if s.Acquiring.Gen == l.Gen {
-		// Another caller may be asking for a lease of a later probe by
-		// now (this one's generation ended meanwhile): its own stays.
-		s.Acquiring = Lease{}
+	current := s.Probe.of(ProbeAcquiring, l.Gen)
+	if current {
+		s.Probe = Probe{}
 	}
 	switch {
 	case m.Canceled:
@@ -831,15 +827,16 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 		// unless the breaker fails closed or that time is over.
 		s.fallBack(v, m.Err, a)
 		a.Probe = ProbeAnswer{Hold: l.For, Decline: s.failsClosed() || !m.At.Before(l.End())}
-	case m.Won && !m.At.Before(l.End()):
+	case m.Won && (!current || !m.At.Before(l.End())):
 		// The grant came back after the lease it grants could have
-		// ended (a congested link, a stalled process): another process
-		// may hold the next one already. No trial: the lease lapses in
-		// the store at its time, and the probing state here ends with
-		// it (its timer, counted from the asking, is due).
+		// ended (a congested link, a stalled process), or after its
+		// probe's generation ended here: another process may hold the
+		// next lease already. No trial: the lease lapses in the store
+		// at its time, and the probing state here ends with it (its
+		// timer, counted from the asking, is due).
 		a.Probe = ProbeAnswer{Hold: l.For, Decline: true}
 	case m.Won:
-		s.Held = l
+		s.Probe = Probe{Kind: ProbeHeld, Lease: l}
 		a.Probe.Hold = l.For
 	default:
 		// Another process probes, the store's open period is not over,
@@ -857,13 +854,13 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 
 // probeEnded decides what becomes of a probe's verdict.
 func (s *State) probeEnded(v View, m ProbeEnded, a *Actions) {
-	l := s.Held
-	if l.Gen != m.Gen {
+	if !s.Probe.of(ProbeHeld, m.Gen) {
 		// No lease of this probe's: the store was unreachable.
 		a.Change = EndProbe(m)
 		return
 	}
-	s.Held = Lease{}
+	l := s.Probe.Lease
+	s.Probe = Probe{}
 	current := v.Gen == m.Gen && v.State == breaker.Probing && !v.Halted
 	switch {
 	case s.Link.Down:
@@ -878,19 +875,19 @@ func (s *State) probeEnded(v View, m ProbeEnded, a *Actions) {
 		if o == classify.Failure {
 			o = classify.Ignore
 		}
-		s.Deciding = m.Gen
+		s.Probe = Probe{Kind: ProbeDeciding, Lease: l}
 		a.Call = ResolveCall{Lease: l, Outcome: o}
 	case m.Outcome == classify.Failure:
 		// The breaker opens here at once; the loop resolves the lease
 		// with the period Recover decides, which the lease protects
 		// until then.
-		s.Failing = l
+		s.Probe = Probe{Kind: ProbeFailing, Lease: l}
 		a.Change = EndProbe{Gen: m.Gen, Outcome: classify.Failure}
 	default:
 		// A success or an ignore is applied in the store first, so that
 		// no call this process admits afterwards counts against the run
 		// it clears, nor finds the lease still held.
-		s.Deciding = m.Gen
+		s.Probe = Probe{Kind: ProbeDeciding, Lease: l}
 		a.Call = ResolveCall{Lease: l, Outcome: m.Outcome}
 	}
 }
@@ -898,7 +895,11 @@ func (s *State) probeEnded(v View, m ProbeEnded, a *Actions) {
 // verdictReply takes the store's answer to a verdict a caller sent, and
 // follows what was heard while it was on its way.
 func (s *State) verdictReply(v View, m VerdictReply, a *Actions) {
-	s.Deciding = 0
+	var deferred *Heard
+	if s.Probe.of(ProbeDeciding, m.Gen) {
+		deferred = s.Probe.Deferred
+		s.Probe = Probe{}
+	}
 	switch {
 	case m.Err != nil:
 		// The fallback's change of the machine, if it has one, ends
@@ -916,9 +917,8 @@ func (s *State) verdictReply(v View, m VerdictReply, a *Actions) {
 		a.Change = EndProbe{Gen: m.Gen, Outcome: classify.Ignore}
 		a.Then = append(a.Then, Heard{Status: m.Status, At: m.At})
 	}
-	if d := s.Deferred; d != nil {
-		s.Deferred = nil
-		a.Then = append(a.Then, *d)
+	if deferred != nil {
+		a.Then = append(a.Then, *deferred)
 	}
 }
 
@@ -930,16 +930,24 @@ func (s *State) applied(m Applied, a *Actions) {
 	if m.To == breaker.Open && m.Cause != breaker.CauseForceOpen || m.To == breaker.HalfOpen && s.Lease == 0 {
 		a.loop(AskLease{})
 	}
-	trip := s.Tripped
-	if trip.Gen == m.Gen {
-		s.Tripped = OwnTrip{}
+	var trip OwnTrip
+	if s.Trip.Kind == TripDecided && s.Trip.Gen == m.Gen {
+		trip, s.Trip = s.Trip, OwnTrip{}
 	}
 	switch {
 	case m.Cause == breaker.CauseAlone:
-		s.Alone = true
+		s.Trip = OwnTrip{Kind: TripAlone, Gen: m.Gen}
 	case m.To == breaker.Closed:
-		s.Alone = false
+		// A closing ends every trip of the epoch it closes: one made
+		// alone, one awaiting another's opening, one to tell the fleet.
+		s.Trip = OwnTrip{}
 	}
+	epoch := s.Epoch
+	if trip.Kind == TripDecided {
+		epoch = trip.Epoch
+	}
+	opened := m.Transition == breaker.Transition{From: breaker.Closed, To: breaker.Open} && m.Cause == breaker.CauseTrip
+	until := machine.After(m.At, m.Period)
 	if s.Link.Down {
 		// A step decided before the store went away and applied after
 		// it: the fallback has the last word. Failing closed, the
@@ -953,52 +961,47 @@ func (s *State) applied(m Applied, a *Actions) {
 			a.Change = Hold{Gen: m.Gen}
 		case s.Fallback == store.FailClosed && (m.To == breaker.HalfOpen || m.To == breaker.Probing):
 			a.Change = Move{Gen: m.Gen, State: breaker.Open}
+		case opened && s.Fallback == store.FallbackLocal:
+			// A trip of the fleet's count: the fleet hears of it
+			// when the store answers (answered).
+			s.Trip = OwnTrip{Kind: TripOutage, Gen: m.Gen, Epoch: epoch, Until: until}
 		}
 		return
 	}
-	switch m.Transition {
-	case breaker.Transition{From: breaker.Closed, To: breaker.Open}:
-		if m.Cause != breaker.CauseTrip {
-			return
-		}
-		epoch := s.Epoch
-		if trip.Gen == m.Gen {
-			epoch = trip.Epoch
-		}
-		until := machine.After(m.At, m.Period)
-		if trip.Gen == m.Gen && trip.Await {
-			// Another process crossed the threshold: its opening is on
-			// its way to every process.
-			s.Awaiting = OwnTrip{Gen: m.Gen, Epoch: epoch, Until: until}
-			a.loop(AwaitOpening{Gen: m.Gen, At: m.At.Add(OpeningWait)})
-			return
-		}
+	switch {
+	case opened && trip.Await:
+		// Another process crossed the threshold: its opening is on
+		// its way to every process.
+		deadline := m.At.Add(OpeningWait)
+		s.Trip = OwnTrip{Kind: TripAwaiting, Gen: m.Gen, Epoch: epoch, Until: until, Deadline: deadline}
+		a.loop(AwaitOpening{Gen: m.Gen, At: deadline})
+	case opened:
 		a.loop(OpenCall{Epoch: epoch, Until: until})
-	case breaker.Transition{From: breaker.Probing, To: breaker.Open}:
+	case m.Transition == breaker.Transition{From: breaker.Probing, To: breaker.Open}:
 		// A failed probe: the lease keeps the fleet from probing until
 		// the new period is in the store.
-		if l := s.Failing; l.Held() && l.Gen+1 == m.Gen {
-			s.Failing = Lease{}
-			a.loop(ReopenCall{Lease: l, Reopen: m.Period})
+		if p := s.Probe; p.Kind == ProbeFailing && p.Lease.Gen+1 == m.Gen {
+			s.Probe = Probe{}
+			a.loop(ReopenCall{Lease: p.Lease, Reopen: m.Period})
 		}
 	}
 }
 
 // decided takes the store's answer to a call the loop made.
 func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
-	forcing := s.Forcing
-	s.Forcing = false
+	forcing := s.Force.Kind == ForceSending
+	if forcing {
+		// The fleet's forcing is in the store, or the store did not
+		// answer: then it stays this process's, and the next return
+		// forces the fleet.
+		s.Force = Force{}
+	}
 	switch {
 	case m.Err != nil:
-		s.fallBack(v, m.Err, a)
-	case forcing:
-		// The fleet's forcing is in the store: it is the fleet's now.
-		s.ForcedHere = false
-		if m.Won {
-			s.raise(v, m.Status.Epoch)
-		} else {
-			s.hear(v, now, Heard{Status: m.Status, At: m.At}, a)
+		if forcing {
+			s.Force.Kind = ForcePending
 		}
+		s.fallBack(v, m.Err, a)
 	case s.Link.Down:
 	case m.Won:
 		// This process's decision stands: its state is the fleet's, in
@@ -1018,6 +1021,11 @@ func (s *State) fallBack(v View, err error, a *Actions) {
 		return
 	}
 	a.loop(Lost{Err: err})
+	if w := s.Trip; w.Kind == TripAwaiting {
+		// The opening it awaited may never be heard of now: the fleet
+		// hears of this process's trip when the store answers.
+		s.Trip = OwnTrip{Kind: TripOutage, Gen: w.Gen, Epoch: w.Epoch, Until: w.Until}
+	}
 	if v.Forced || v.Halted {
 		return
 	}
@@ -1049,19 +1057,24 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 	switch {
 	case s.Fallback == store.FailClosed && v.State == breaker.Open && v.Until.IsZero() && !v.Forced:
 		a.Change = Move{Gen: v.Gen, State: breaker.Closed}
-	case v.Forced && s.ForcedHere:
+	case v.Forced && (s.Force.Kind == ForcePending || s.Force.Kind == ForceAsked):
 		// Forced open by hand during the outage: force the fleet. The
 		// forcing is this process's until the store confirms it
 		// (decided): a ForceCall that fails is made again at the next
 		// return.
-		s.Forcing = true
+		s.Force.Kind = ForceSending
 		a.loop(ForceCall{})
 	case v.Forced:
 		// Forced by following the fleet: the store says whether it
 		// still is (a Reset made meanwhile lifts it here too).
-	case v.State == breaker.Open && v.Until.After(now):
-		// Opened locally during the outage: tell the fleet.
-		a.loop(OpenCall{Epoch: s.Epoch, Until: v.Until})
+	case s.Trip.Kind == TripOutage && s.Trip.Gen == v.Gen && v.State == breaker.Open && v.Until.After(now):
+		// The fleet's count tripped here during the outage: tell the
+		// fleet. A breaker open because it follows the fleet, or open
+		// alone (a quorum), sends nothing.
+		a.loop(OpenCall{Epoch: s.Trip.Epoch, Until: v.Until})
+	}
+	if s.Trip.Kind == TripOutage {
+		s.Trip = OwnTrip{} // told, or over: the machine moved on
 	}
 	if a.Change == nil && v.State == breaker.Closed {
 		// The counter counted the outage's calls; the store counts
@@ -1075,15 +1088,15 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 // applying its probe's verdict (the status waits for it).
 func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	switch {
-	case s.Link.Down || s.Forcing || v.Halted:
+	case s.Link.Down || s.Force.Kind == ForceSending || v.Halted:
 		return
-	case s.Deciding != 0:
-		if d := s.Deferred; d == nil || h.Status.Epoch >= d.Status.Epoch {
-			s.Deferred = &h
+	case s.Probe.Kind == ProbeDeciding:
+		if d := s.Probe.Deferred; d == nil || h.Status.Epoch >= d.Status.Epoch {
+			s.Probe.Deferred = &h
 		}
 		return
 	}
-	if s.Alone && h.Status.Epoch <= s.Epoch {
+	if s.Trip.Kind == TripAlone && h.Status.Epoch <= s.Epoch {
 		// Opened alone, in the fleet's closed epoch: the fleet's state
 		// is not this breaker's until it closes or the fleet moves on.
 		return
@@ -1105,7 +1118,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	}
 	// This process holds the lease while its probe is the machine's
 	// current state, and while a caller asks for it.
-	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
+	holder := v.State == breaker.Probing && (s.Probe.of(ProbeHeld, v.Gen) || s.Probe.of(ProbeAcquiring, v.Gen))
 	self := s.Policy.Reporter
 	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self)}
 	next, changed := Follow(cur, h.Status, h.At, now)
@@ -1121,8 +1134,9 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	}
 	if next.Epoch > cur.Epoch {
 		s.raise(v, next.Epoch)
-		s.Held = Lease{} // a new epoch ends the lease this process held
-		s.Alone = false
+		if s.Probe.Kind == ProbeHeld {
+			s.Probe = Probe{} // a new epoch ends the lease this process held
+		}
 	}
 	if next.State == v.State && next.Forced == v.Forced {
 		if !next.Until.IsZero() && !next.Until.Equal(v.Until) {
@@ -1177,12 +1191,15 @@ func (s *State) raise(v View, e uint64) {
 	if e > s.Epoch {
 		// The fleet moved on: a breaker open alone in the epoch it
 		// left follows it from now on.
-		s.Epoch, s.EpochAt, s.Alone = e, v.Asked, false
+		s.Epoch, s.EpochAt = e, v.Asked
+		if s.Trip.Kind == TripAlone {
+			s.Trip = OwnTrip{}
+		}
 	}
-	if s.Dirty && e%2 == 0 && e > s.DirtyIn {
+	if s.Run.Kind == RunReported && e%2 == 0 && e > s.Run.In {
 		// A closing after the failures this process reported deleted
 		// their run: no success of its has one to end.
-		s.Dirty = false
+		s.Run = Run{}
 	}
 }
 

@@ -70,13 +70,13 @@ func TestFleetIdleCostsLittle(t *testing.T) {
 			n += d
 		}
 	}
-	// Each Resync reads 16 breakers (a GET of each epoch): the sweeps in
-	// the window are its GETs over 16. A loaded machine delays a Resync
+	// Each Resync reads 16 breakers (a status script each): the sweeps
+	// in the window are its scripts over 16. A loaded machine delays a Resync
 	// and the loop runs it late, so one more may fall at each end of the
 	// window than its length holds: two sweeps are allowed over the
 	// window's share, and the cost is judged a sweep.
 	resyncs := float64(elapsed) / float64(100*time.Millisecond)
-	sweeps := float64(by["get"]) / 16
+	sweeps := float64(by["evalsha"]+by["eval"]) / 16
 	perResync := float64(n) / max(sweeps, 1)
 	perSecond := perResync // at the default Resync of a second
 	t.Logf("%d commands in %v with a Resync of 100ms (%v): %.1f sweeps in %.1f Resyncs, %.1f commands a sweep, so %.1f a second at the default Resync of 1s, for %d breakers", n, elapsed.Round(time.Millisecond), by, sweeps, resyncs, perResync, perSecond, idleBreakers)

@@ -443,13 +443,12 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 	if len(names) == 0 {
 		return nil, nil
 	}
-	cmds, err := s.statuses(ctx, names)
+	cmds, err := s.statuses(ctx, names, false)
 	if err != nil && isNoScript(err) {
 		// The server does not have the script yet (a restart, a new
-		// node): load it, once, and read again.
-		if err = statusScript.Load(ctx, s.client).Err(); err == nil {
-			cmds, err = s.statuses(ctx, names)
-		}
+		// node): send it whole, once (EVAL, which a fleet's ACL allows
+		// where SCRIPT LOAD it need not), and the server keeps it.
+		cmds, err = s.statuses(ctx, names, true)
 	}
 	if err != nil {
 		now := time.Now()
@@ -472,15 +471,20 @@ func (s *Store) Status(ctx context.Context, names []string) ([]store.Status, err
 	return out, nil
 }
 
-// statuses sends the status read of names: one statusScript each, in one
-// pipeline. It returns the commands, and an error if the read as a whole
+// statuses sends the status read of names: one statusScript each (its
+// text whole, or by its hash), in one pipeline. It returns the commands, and an error if the read as a whole
 // failed: not one breaker's bad data (see badData), which its command
 // holds.
-func (s *Store) statuses(ctx context.Context, names []string) ([]*redis.Cmd, error) {
+func (s *Store) statuses(ctx context.Context, names []string, whole bool) ([]*redis.Cmd, error) {
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
 	for i, n := range names {
-		cmds[i] = statusScript.EvalSha(ctx, pipe, []string{s.Key(n, "epoch"), s.Key(n, "open"), s.Key(n, "probe"), s.Key(n, "opener")})
+		keys := []string{s.Key(n, "epoch"), s.Key(n, "open"), s.Key(n, "probe"), s.Key(n, "opener")}
+		if whole {
+			cmds[i] = statusScript.Eval(ctx, pipe, keys)
+		} else {
+			cmds[i] = statusScript.EvalSha(ctx, pipe, keys)
+		}
 	}
 	_, err := pipe.Exec(ctx)
 	if err == nil {

@@ -377,7 +377,12 @@ return {epoch(KEYS[5]), redis.call('PTTL', KEYS[3]), redis.call('PTTL', KEYS[4])
 // cannot come between the reads of its keys.
 //
 // KEYS: epoch, open, probe, opener.
-// Returns {epoch, open_pttl, probe_pttl, opener}.
+// Returns {epoch, open_pttl, probe_pttl, opener}: the lease and the
+// opener of an opened epoch only (no closed epoch has either: every
+// closing deletes them), so that a closed breaker, an idle fleet's, costs
+// two reads.
 var statusScript = script(`
-return {epoch(KEYS[1]), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), redis.call('GET', KEYS[4]) or ''}
+local e = epoch(KEYS[1])
+if e % 2 == 0 then return {e, redis.call('PTTL', KEYS[2]), -2, ''} end
+return {e, redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), redis.call('GET', KEYS[4]) or ''}
 `)
