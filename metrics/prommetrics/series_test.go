@@ -165,11 +165,11 @@ func TestCollectorRemovedBreaker(t *testing.T) {
 		}
 		return n
 	}
-	require.Equal(t, 24, count("payments"), "every series of a breaker")
+	require.Equal(t, 26, count("payments"), "every series of a breaker")
 	require.True(t, m.Remove("payments"))
 	m.Sync()
 	assert.Zero(t, count("payments"), "after Remove")
-	assert.Equal(t, 24, count("other"))
+	assert.Equal(t, 26, count("other"))
 
 	_, err = m.Register("payments", manager.Config{})
 	require.NoError(t, err)
