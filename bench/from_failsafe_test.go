@@ -13,8 +13,12 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/manager"
-	rec "github.com/fusebox-go/fusebox/recover"
 )
+
+// A program moving from another library may call the builtin recover() in
+// this file, so it imports package recover under another name, as the
+// package's doc recommends.
+import fbrecover "github.com/fusebox-go/fusebox/recover"
 
 // The code of docs/from-failsafe-go.md: one program written for
 // failsafe-go's circuit breaker and the same program on fusebox, driven
@@ -49,8 +53,8 @@ func fuseboxPaymentsLike(m *manager.Manager) (*manager.Breaker, error) {
 			}
 			return classify.Success
 		},
-		Strategy: breaker.Consecutive{Failures: 5},    // WithFailureThreshold(5)
-		Recover:  rec.BasicTimeout{Open: time.Minute}, // WithDelay(time.Minute)
+		Strategy: breaker.Consecutive{Failures: 5},          // WithFailureThreshold(5)
+		Recover:  fbrecover.BasicTimeout{Open: time.Minute}, // WithDelay(time.Minute)
 	})
 }
 

@@ -12,8 +12,12 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/manager"
-	rec "github.com/fusebox-go/fusebox/recover"
 )
+
+// A program moving from another library may call the builtin recover() in
+// this file, so it imports package recover under another name, as the
+// package's doc recommends.
+import fbrecover "github.com/fusebox-go/fusebox/recover"
 
 // The code of docs/from-gobreaker.md: one program written for
 // sony/gobreaker v2 and the same program on fusebox, driven through the
@@ -54,7 +58,7 @@ func gobreakerPayments(timeout time.Duration, log func(string)) *gobreaker.Circu
 func fuseboxPayments(m *manager.Manager) (*manager.Breaker, error) {
 	return m.Register("payments", manager.Config{
 		Strategy: breaker.Consecutive{Failures: 5},
-		Recover:  rec.BasicTimeout{Open: 30 * time.Second},
+		Recover:  fbrecover.BasicTimeout{Open: 30 * time.Second},
 		Classify: func(err error) classify.Outcome {
 			switch {
 			case err == nil, errors.Is(err, errNotFound):
