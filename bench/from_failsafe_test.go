@@ -64,7 +64,7 @@ func Example_failsafe() {
 	var logged []string
 	log := func(s string) { logged = append(logged, s) }
 
-	cb := failsafePayments(20*time.Millisecond, log)
+	cb := failsafePayments(250*time.Millisecond, log)
 	exec := failsafe.With[string](cb)
 	for range 5 {
 		_, err := exec.Get(charge(errDown))
@@ -72,7 +72,7 @@ func Example_failsafe() {
 	}
 	_, err := exec.Get(charge(nil))
 	fmt.Println("failsafe:", err, errors.Is(err, circuitbreaker.ErrOpen))
-	time.Sleep(40 * time.Millisecond) // the delay ends
+	time.Sleep(300 * time.Millisecond) // the delay ends
 	receipt, err := exec.Get(charge(nil))
 	fmt.Println("failsafe:", receipt, err, cb.State())
 	err = exec.Run(func() error { _, err := charge(errNotFound)(); return err })

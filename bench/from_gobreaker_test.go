@@ -104,16 +104,17 @@ func Example_gobreaker() {
 	var logged []string
 	log := func(s string) { logged = append(logged, s) }
 
-	// gobreaker, on the real clock: a short Timeout so that the example
-	// does not wait.
-	cb := gobreakerPayments(20*time.Millisecond, log)
+	// gobreaker, on the real clock: a Timeout short enough that the
+	// example does not wait long, long enough that it does not end
+	// between two calls on a busy machine.
+	cb := gobreakerPayments(250*time.Millisecond, log)
 	for range 5 {
 		_, err := cb.Execute(charge(errDown))
 		fmt.Println("gobreaker:", err)
 	}
 	_, err := cb.Execute(charge(nil))
 	fmt.Println("gobreaker:", err, errors.Is(err, gobreaker.ErrOpenState))
-	time.Sleep(40 * time.Millisecond) // the open period ends
+	time.Sleep(300 * time.Millisecond) // the open period ends
 	receipt, err := cb.Execute(charge(nil))
 	fmt.Println("gobreaker:", receipt, err, cb.State())
 
