@@ -311,10 +311,7 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 	if err != nil {
 		return Breaker{}, false, err
 	}
-	b.At = at
-	if b.Since, err = sinceOf(since, b); err != nil {
-		return Breaker{}, false, err
-	}
+	b.At, b.Since = at, sinceOf(since, b)
 	if failures != "" {
 		n, err := strconv.ParseInt(failures, 10, 64)
 		if err != nil {
@@ -355,33 +352,30 @@ func redisTime(r []any) (time.Time, error) {
 }
 
 // sinceOf returns when b entered its state, from the since key's value v
-// ("epoch\nat_ms\nperiod_ms"): zero if v is empty or of another epoch
-// (the key of a store that kept none, or a value left from an older
-// epoch), an error if it does not parse. A half-open breaker has been so
-// since the end of the period or lease the key's script began.
-func sinceOf(v string, b Breaker) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
+// ("epoch\nat_ms\nperiod_ms"): zero if v is empty, of another epoch (a
+// value left from an older epoch) or does not parse, so that a bad value
+// costs the breaker its since, not the read. A half-open breaker has been
+// so since the end of the period or lease the key's script began.
+func sinceOf(v string, b Breaker) time.Time {
 	f := strings.Split(v, "\n")
 	if len(f) != 3 {
-		return time.Time{}, fmt.Errorf("since %q: not epoch, instant and period", v)
+		return time.Time{}
 	}
 	var n [3]int64
 	for i := range f {
 		var err error
 		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || n[i] < 0 {
-			return time.Time{}, fmt.Errorf("since %q: not epoch, instant and period", v)
+			return time.Time{}
 		}
 	}
 	if uint64(n[0]) != b.Epoch {
-		return time.Time{}, nil
+		return time.Time{}
 	}
 	at := time.UnixMilli(n[1])
 	if b.State() == breaker.HalfOpen {
 		at = at.Add(time.Duration(n[2]) * time.Millisecond)
 	}
-	return at, nil
+	return at
 }
 
 // nameOf returns the name of the breaker whose key is key, if key is one

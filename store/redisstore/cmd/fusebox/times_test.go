@@ -33,9 +33,9 @@ func assertTimeOfDay(t *testing.T, s string, want time.Time, what string) {
 // What list, show and -json say of when a breaker entered its state and
 // when its open period ends: the end, from the open marker's time left
 // on the store's clock; the start, from the since key when the store
-// keeps one for the breaker's epoch (the test writes it as the scripts
-// would), and "-" (absent in JSON) when it keeps none, or one of another
-// epoch.
+// keeps one for the breaker's epoch (the test writes it itself, as the
+// scripts would), and "-" (absent in JSON) when it keeps none, or one of
+// another epoch.
 func TestTimes(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -47,7 +47,9 @@ func TestTimes(t *testing.T) {
 	p.trip(t)
 	now := time.Now()
 
-	// No since key: the period's end alone.
+	// No since key (a store that keeps none, or a breaker opened before
+	// it did): the period's end alone.
+	require.NoError(t, admin.Del(ctx, "fusebox:{payments}:since").Err())
 	r := fusebox("-redis", srv.Addr(), "list")
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
 	f := row(r.stdout, "payments")
@@ -117,4 +119,25 @@ func TestTimesHalfOpen(t *testing.T) {
 	require.NoError(t, err, "since is RFC 3339: %q", o.Since)
 	assert.True(t, opened.Add(100*time.Millisecond).Equal(since), "since %v, want the period's end %v", since, opened.Add(100*time.Millisecond))
 	assert.Empty(t, o.PeriodEnds, "half-open: no period runs")
+}
+
+// A since key that does not parse costs the breaker its since, not the
+// list: the other breakers, and its other fields, read as usual.
+func TestTimesJunk(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := newClientFor(t, srv.Addr())
+	p := startNamedPeer(t, newClient(srv.Addr()), "web-0", "payments", manager.Config{
+		Strategy: breaker.Consecutive{Failures: 1},
+		Recover:  recover.BasicTimeout{Open: time.Minute},
+	})
+	p.trip(t)
+	for _, junk := range []string{"junk", "1\nx\n0", "1\n-5\n0", "1\n2"} {
+		require.NoError(t, admin.Set(ctx, "fusebox:{payments}:since", junk, 0).Err())
+		r := fusebox("-redis", srv.Addr(), "list")
+		require.Equal(t, 0, r.code, "list with a since of %q: %s", junk, r.stderr)
+		f := row(r.stdout, "payments")
+		require.NotNil(t, f, "a line for payments in\n%s", r.stdout)
+		assert.Equal(t, []string{"payments", "open", "1", "-"}, f[:4], "a since of %q reads as none", junk)
+	}
 }
