@@ -180,7 +180,7 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	probe := "none"
 	if b.Holder != "" {
-		probe = fmt.Sprintf("held by %s, %s left", b.HolderName(), human(b.Probe))
+		probe = fmt.Sprintf("held by %s, %s left (ends %s)", b.HolderName(), human(b.Probe), timeOfDay(b.At.Add(b.Probe), b.At))
 	}
 	counts := "none"
 	switch {

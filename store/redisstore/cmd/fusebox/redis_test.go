@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,10 @@ func TestListProbing(t *testing.T) {
 	assert.True(t, lease > 50*time.Second && lease <= time.Minute, "the lease left, %v, is nearly its minute", lease)
 
 	r = fusebox("-redis", srv.Addr(), "show", "payments")
-	assert.Regexp(t, `(?m)^probe lease +held by `+holder+`, (5\d(\.\d)?s|1m) left$`, r.stdout)
+	m := regexp.MustCompile(`(?m)^probe lease +held by ` + holder + `, (5\d(\.\d)?s|1m) left \(ends (\d\d:\d\d:\d\d)\)$`).FindStringSubmatch(r.stdout)
+	if assert.NotNil(t, m, "the probe lease, its holder, what is left and when it ends, in\n%s", r.stdout) {
+		assertTimeOfDay(t, m[3], time.Now().Add(lease), "the lease's end")
+	}
 
 	probe.Release(nil)
 	waitFor(t, 5*time.Second, "the probe's success closes it", func() bool {
