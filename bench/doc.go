@@ -3,9 +3,11 @@
 // the same policy, and measures how fusebox's manager scales to many
 // breakers.
 //
-// The package holds only benchmarks and the tests that check the libraries
-// are configured alike; it lives in a module of its own so that the libraries
-// compared never enter fusebox's go.mod.
+// The package holds only benchmarks, the tests that check the libraries
+// are configured alike, and the examples of the migration guides
+// (docs/from-gobreaker.md, docs/from-failsafe-go.md: one program written
+// for each library and for fusebox, run as tests); it lives in a module of
+// its own so that the libraries compared never enter fusebox's go.mod.
 //
 // Side-by-side benchmarks are named Case/variant/mode/lib=name, so that
 // benchstat can put the libraries in columns:

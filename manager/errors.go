@@ -32,10 +32,12 @@ var ErrStopped = errors.New("fusebox: manager stopped")
 // breaker with a new handle; the old handle stays removed.
 var ErrRemoved = errors.New("fusebox: breaker removed")
 
-// ErrNotStarted is returned by Register, and is the value every other
-// method panics with, when the Manager was not made by Start (a zero
-// Manager, say): it has no goroutine to serve it. Make one with Start.
-var ErrNotStarted = errors.New("fusebox: this manager.Manager was not made by manager.Start: make one with manager.Start(manager.Options{})")
+// errNotStarted is the cause of Register's error, and the value every
+// other method panics with, when the Manager was not made by Start (a zero
+// Manager, say): it has no goroutine to serve it. It is the caller's
+// mistake, which its message says how to mend; no caller has reason to
+// match it.
+var errNotStarted = errors.New("fusebox: this manager.Manager was not made by manager.Start: make one with manager.Start(manager.Options{})")
 
 // ErrDuplicate is matched, with errors.Is, by the error Register returns for
 // a name that is already registered.

@@ -129,7 +129,8 @@ type registerReq struct {
 // with Stop. All its methods are safe for concurrent use, except that none
 // may be called from a callback the manager itself runs (Recover.Init and
 // Recover.Timeout). The zero Manager is not usable: its Register returns
-// ErrNotStarted, and its other methods panic with it.
+// an error that says to make one with Start, and its other methods panic
+// with that error.
 type Manager struct {
 	name        string // Options.Name: names the process to stores
 	nameErr     error  // why Options.Name is refused, or nil
@@ -241,12 +242,12 @@ func newManager(opts Options) *Manager {
 	return m
 }
 
-// started panics with ErrNotStarted if m was not made by Start: with no
+// started panics with errNotStarted if m was not made by Start: with no
 // loop to serve it, a method would wait for good, or fail later with a
 // message that blames something else.
 func (m *Manager) started() {
 	if !m.made() {
-		panic(ErrNotStarted)
+		panic(errNotStarted)
 	}
 }
 
@@ -272,11 +273,11 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // policy's options are invalid or out of range (a *breaker.ConfigError
 // names the field), if a callback of the Config panics while it is
 // checked, if the manager has stopped (errors.Is(err, ErrStopped)), or if
-// it was not made by Start (errors.Is(err, ErrNotStarted)). It never
+// it was not made by Start (its error says to use Start). It never
 // panics.
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if !m.made() {
-		return nil, registerFailed(name, ErrNotStarted)
+		return nil, registerFailed(name, errNotStarted)
 	}
 	custom := cfg.Classify
 	cfg, err := validateConfig(opRegister, name, cfg)

@@ -22,7 +22,7 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/recover"
+	fbrecover "github.com/fusebox-go/fusebox/recover" // not recover: the name would hide the builtin recover()
 )
 
 func main() {
@@ -90,9 +90,9 @@ func linearDemo(w io.Writer) error {
 // run 1s and leaves it as it is.
 func funcDemo(w io.Writer) error {
 	fmt.Fprintln(w, "recover.Func: Init returns 1s; Timeout returns (open, 2*open) as the breaker opens, (1s, open) for a probe")
-	doubling := recover.Func(
+	doubling := fbrecover.Func(
 		func() (time.Duration, error) { return time.Second, nil },
-		func(c recover.Context, open time.Duration) (time.Duration, time.Duration) {
+		func(c fbrecover.Context, open time.Duration) (time.Duration, time.Duration) {
 			if c.Transition.To != breaker.Open {
 				return time.Second, open // a probe may run 1s; the open period stays
 			}

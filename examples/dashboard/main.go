@@ -32,7 +32,7 @@ import (
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/dashboard"
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/recover"
+	fbrecover "github.com/fusebox-go/fusebox/recover" // not recover: the name would hide the builtin recover()
 )
 
 // config is what the flags set.
@@ -79,7 +79,7 @@ func run(ctx context.Context, cfg config, out io.Writer, ready func(url string))
 	defer m.Stop()
 	inventory, err := m.Register("inventory", manager.Config{
 		Strategy: breaker.Consecutive{Failures: 3},
-		Recover:  recover.Exponential{Initial: cfg.period / 10, Max: cfg.period / 2, Jitter: 0.2},
+		Recover:  fbrecover.Exponential{Initial: cfg.period / 10, Max: cfg.period / 2, Jitter: 0.2},
 	})
 	if err != nil {
 		return err

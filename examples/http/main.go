@@ -31,7 +31,7 @@ import (
 	"github.com/fusebox-go/fusebox/eventlog"
 	"github.com/fusebox-go/fusebox/httpbreaker"
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/recover"
+	fbrecover "github.com/fusebox-go/fusebox/recover" // not recover: the name would hide the builtin recover()
 )
 
 // The run's settings, all in one place.
@@ -109,7 +109,7 @@ func run(w io.Writer) (result, error) {
 		Config: func(key string) manager.Config {
 			return manager.Config{
 				Strategy: breaker.Consecutive{Failures: tripAfter},
-				Recover:  recover.BasicTimeout{Open: openFor, ProbeTimeout: time.Second},
+				Recover:  fbrecover.BasicTimeout{Open: openFor, ProbeTimeout: time.Second},
 			}
 		},
 	})

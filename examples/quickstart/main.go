@@ -26,7 +26,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/recover"
+	fbrecover "github.com/fusebox-go/fusebox/recover" // not recover: the name would hide the builtin recover()
 )
 
 // The run's settings, all in one place.
@@ -78,7 +78,7 @@ func run(out io.Writer) (result, error) {
 	defer m.Stop()
 	b, err := m.Register("flaky", manager.Config{
 		Strategy: breaker.Consecutive{Failures: tripAfter},
-		Recover: recover.Exponential{
+		Recover: fbrecover.Exponential{
 			Initial: 200 * time.Millisecond, // the first open period
 			Max:     time.Second,            // open periods double up to this
 			Jitter:  0.2,                    // each period is 80% to 100% of that

@@ -34,7 +34,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/recover"
+	fbrecover "github.com/fusebox-go/fusebox/recover" // not recover: the name would hide the builtin recover()
 	"github.com/fusebox-go/fusebox/replicate"
 	"github.com/fusebox-go/fusebox/replicate/boltstore"
 	"github.com/fusebox-go/fusebox/replicate/replicatetest"
@@ -74,7 +74,7 @@ func run(out io.Writer) error {
 	defer m.Stop()
 	b, err := m.Register("replica", manager.Config{
 		Strategy: breaker.Consecutive{Failures: tripAfter},
-		Recover:  recover.BasicTimeout{Open: openPeriod},
+		Recover:  fbrecover.BasicTimeout{Open: openPeriod},
 	})
 	if err != nil {
 		return err

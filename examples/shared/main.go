@@ -37,7 +37,7 @@ import (
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/recover"
+	fbrecover "github.com/fusebox-go/fusebox/recover" // not recover: the name would hide the builtin recover()
 	"github.com/fusebox-go/fusebox/store"
 	"github.com/fusebox-go/fusebox/store/redisstore"
 )
@@ -223,7 +223,7 @@ func run(w io.Writer, redisURL string, startRedis bool) error {
 		m := manager.Start(manager.Options{Logger: quiet})
 		b, err := m.Register("inventory", manager.Config{
 			Strategy: breaker.Consecutive{Failures: 5},
-			Recover:  recover.BasicTimeout{Open: 500 * time.Millisecond, ProbeTimeout: 5 * time.Second},
+			Recover:  fbrecover.BasicTimeout{Open: 500 * time.Millisecond, ProbeTimeout: 5 * time.Second},
 			Store:    st,
 		})
 		if err != nil {

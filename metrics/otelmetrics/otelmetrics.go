@@ -21,6 +21,8 @@
 //
 //	fusebox.breaker.state               gauge, attribute state: 1 for the current state, 0 for the other three (fusebox_breaker_state)
 //	fusebox.breaker.forced_open         gauge: 1 while forced open by hand (fusebox_breaker_forced_open)
+//	fusebox.breaker.dry_run             gauge: 1 while in a dry run, manager.Config.DryRun: the breaker declines no call, whatever its state says (fusebox_breaker_dry_run)
+//	fusebox.breaker.open_until_timestamp_seconds gauge: when the open period ends, in Unix seconds, manager.Stats.Until; 0 when not open, and while forced open (fusebox_breaker_open_until_timestamp_seconds)
 //	fusebox.breaker.admitted_ratio      gauge: the share of calls let through now, 0 to 1, manager.Stats.Admitted: 1 closed, rising during a slow start, 0 open (fusebox_breaker_admitted_ratio)
 //	fusebox.breaker.failure_rate        gauge: failures/calls in the strategy's window, windowed strategies only (fusebox_breaker_failure_rate)
 //	fusebox.breaker.store_down          gauge: 1 while a shared breaker cannot reach its store, shared breakers only (fusebox_breaker_store_down)
@@ -131,8 +133,8 @@ type Registration struct {
 	once  sync.Once
 	err   error
 
-	state, forced, storeDown, halted                                                  metric.Int64ObservableGauge
-	rate, admitted                                                                    metric.Float64ObservableGauge
+	state, forced, dryRun, storeDown, halted                                          metric.Int64ObservableGauge
+	rate, admitted, openUntil                                                         metric.Float64ObservableGauge
 	calls, released, declined, stale, slow, dropped, transitions, missed, storeErrors metric.Int64ObservableCounter
 	wouldDecline                                                                      metric.Int64ObservableCounter
 }
@@ -177,6 +179,7 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	}
 	r.state = gauge("state", "Whether the breaker is in the state: 1 for its current state, 0 for the others.")
 	r.forced = gauge("forced_open", "1 while the breaker is forced open by hand, 0 otherwise.")
+	r.dryRun = gauge("dry_run", "1 while the breaker is in a dry run (Config.DryRun): it decides, opens and probes as usual but declines no call; 0 otherwise.")
 	r.storeDown = gauge("store_down", "1 while the shared breaker cannot reach its store and follows its fallback, 0 otherwise.")
 	var err error
 	r.rate, err = meter.Float64ObservableGauge(prefix+".breaker.failure_rate",
@@ -185,6 +188,10 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 	r.admitted, err = meter.Float64ObservableGauge(prefix+".breaker.admitted_ratio",
 		metric.WithDescription("The share of calls the breaker lets through now, from 0 to 1: 1 while closed, rising from 0 to 1 during a slow start after a recovery, 0 while open or probing."))
 	check(prefix+".breaker.admitted_ratio", err)
+	// No unit: the name says it, as the Prometheus exporter would.
+	r.openUntil, err = meter.Float64ObservableGauge(prefix+".breaker.open_until_timestamp_seconds",
+		metric.WithDescription("When the breaker's open period ends (its next trial), in seconds since the Unix epoch; 0 while the breaker is not open, and while it is forced open (no period ends it)."))
+	check(prefix+".breaker.open_until_timestamp_seconds", err)
 	r.halted, err = meter.Int64ObservableGauge(prefix+".manager.halted",
 		metric.WithDescription("1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call."))
 	check(prefix+".manager.halted", err)
@@ -206,7 +213,7 @@ func Register(m *manager.Manager, opts Options) (*Registration, error) {
 		return nil, fmt.Errorf("fusebox: otelmetrics.Register: Options.EventBuffer: %w", err)
 	}
 	r.tally = t
-	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.storeDown, r.halted, r.rate, r.admitted,
+	reg, err := meter.RegisterCallback(r.observe, r.state, r.forced, r.dryRun, r.storeDown, r.halted, r.rate, r.admitted, r.openUntil,
 		r.calls, r.released, r.declined, r.stale, r.slow, r.dropped, r.transitions, r.missed, r.storeErrors, r.wouldDecline)
 	if err != nil {
 		r.tally.Close()
@@ -251,6 +258,8 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(r.state, boolValue(st.State == s), with(attribute.String("state", s.String())))
 		}
 		o.ObserveInt64(r.forced, boolValue(st.Forced), plain)
+		o.ObserveInt64(r.dryRun, boolValue(st.DryRun), plain)
+		o.ObserveFloat64(r.openUntil, openUntil(st), plain)
 		o.ObserveFloat64(r.admitted, st.Admitted, plain)
 		o.ObserveInt64(r.calls, int64(st.Calls), plain)
 		o.ObserveInt64(r.released, int64(st.Successes), with(attribute.String("outcome", "success")))
@@ -284,6 +293,15 @@ func (r *Registration) observe(_ context.Context, o metric.Observer) error {
 		}
 	}
 	return nil
+}
+
+// openUntil is when the open period of st ends, in Unix seconds, or 0
+// when st is not open or its period has no end (forced).
+func openUntil(st manager.Stats) float64 {
+	if st.State != breaker.Open || st.Until.IsZero() {
+		return 0
+	}
+	return float64(st.Until.UnixNano()) / 1e9
 }
 
 func boolValue(b bool) int64 {

@@ -101,7 +101,7 @@ func (f *fixture) collect(t *testing.T) map[string]int64 {
 }
 
 func isGauge(name string) bool {
-	for _, g := range []string{".breaker.state", ".breaker.forced_open", ".breaker.admitted_ratio", ".breaker.failure_rate", ".breaker.store_down", ".manager.halted"} {
+	for _, g := range []string{".breaker.state", ".breaker.forced_open", ".breaker.admitted_ratio", ".breaker.failure_rate", ".breaker.store_down", ".breaker.dry_run", ".breaker.open_until_timestamp_seconds", ".manager.halted"} {
 		if strings.HasSuffix(name, g) {
 			return true
 		}
@@ -161,6 +161,11 @@ func TestAdapterAfterScriptedCalls(t *testing.T) {
 		"fusebox.breaker.state{breaker=search,state=probing}":     0,
 		"fusebox.breaker.forced_open{breaker=payments}":           1,
 		"fusebox.breaker.forced_open{breaker=search}":             0,
+		"fusebox.breaker.dry_run{breaker=payments}":               0,
+		"fusebox.breaker.dry_run{breaker=search}":                 0,
+		// payments is forced open: no period ends it.
+		"fusebox.breaker.open_until_timestamp_seconds{breaker=payments}": 0,
+		"fusebox.breaker.open_until_timestamp_seconds{breaker=search}":   0,
 
 		"fusebox.breaker.admitted_ratio{breaker=payments}":                 0,
 		"fusebox.breaker.admitted_ratio{breaker=search}":                   1000, // in thousandths
@@ -316,5 +321,27 @@ func TestAdapterDryRun(t *testing.T) {
 	require.NoError(t, dry.Do(ctx, succeed))       // let through
 	f.m.Sync()
 	require.Equal(t, breaker.Open, dry.State())
-	assert.Equal(t, int64(2), f.collect(t)["fusebox.breaker.would_decline_calls{breaker=search}"])
+	got = f.collect(t)
+	assert.Equal(t, int64(2), got["fusebox.breaker.would_decline_calls{breaker=search}"])
+	assert.Equal(t, int64(1), got["fusebox.breaker.dry_run{breaker=search}"], "a dry run is marked in every state")
+	assert.Equal(t, int64(0), got["fusebox.breaker.dry_run{breaker=payments}"])
+}
+
+// The open period's end is reported while the breaker is open, in Unix
+// seconds, and is 0 again once the period is over.
+func TestAdapterOpenUntil(t *testing.T) {
+	f := setup(t, otelmetrics.Options{})
+	ctx := context.Background()
+	const series = "fusebox.breaker.open_until_timestamp_seconds{breaker=payments}"
+	assert.Equal(t, int64(0), f.collect(t)[series], "closed")
+	opened := f.mock.Now()
+	require.ErrorIs(t, f.b.Do(ctx, fail), errDown)
+	require.ErrorIs(t, f.b.Do(ctx, fail), errDown)
+	f.m.Sync()
+	require.Equal(t, breaker.Open, f.b.State())
+	assert.Equal(t, opened.Add(10*time.Second).UnixMilli(), f.collect(t)[series], "open 10s (in thousandths of a second)")
+	f.mock.Add(10 * time.Second)
+	f.m.Sync()
+	require.Equal(t, breaker.HalfOpen, f.b.State())
+	assert.Equal(t, int64(0), f.collect(t)[series], "half-open")
 }

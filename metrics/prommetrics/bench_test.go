@@ -83,6 +83,7 @@ func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 		return v
 	}
 	state, forced, rate := gauge("state", "state"), gauge("forced_open"), gauge("failure_rate")
+	dry, until := gauge("dry_run"), gauge("open_until_timestamp_seconds")
 	calls, released := counter("calls_total"), counter("released_calls_total", "outcome")
 	declined, stale, slow := counter("declined_calls_total"), counter("stale_releases_total"), counter("slow_calls_total")
 	dropped, missed, trans := counter("dropped_events_total"), counter("missed_transitions_total"), counter("transitions_total", "from", "to")
@@ -96,6 +97,8 @@ func scrapeFleet(tb testing.TB, n int) (fusebox, plain *prometheus.Registry) {
 			trans.WithLabelValues(name, tr[0], tr[1]).Add(0)
 		}
 		forced.WithLabelValues(name).Set(0)
+		dry.WithLabelValues(name).Set(0)
+		until.WithLabelValues(name).Set(0)
 		rate.WithLabelValues(name).Set(0)
 		calls.WithLabelValues(name).Add(float64(st.Calls))
 		released.WithLabelValues(name, "success").Add(float64(st.Successes))

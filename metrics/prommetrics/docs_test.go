@@ -116,7 +116,7 @@ func TestPrometheusAlerts(t *testing.T) {
 		alerts = append(alerts, m[1])
 	}
 	sort.Strings(alerts)
-	assert.Equal(t, []string{"FuseboxBreakerFlapping", "FuseboxBreakerOpen", "FuseboxCallsDeclined", "FuseboxManagerHalted", "FuseboxStoreDown"}, alerts)
+	assert.Equal(t, []string{"FuseboxBreakerFlapping", "FuseboxBreakerOpen", "FuseboxCallsDeclined", "FuseboxDryRunWouldOpen", "FuseboxManagerHalted", "FuseboxStoreDown"}, alerts)
 	runPromtool(t, "check", "rules", filepath.Join(dir, "alerts.yml"))
 	runPromtool(t, "test", "rules", filepath.Join(dir, "alerts_test.yml"))
 }

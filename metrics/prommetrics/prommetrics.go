@@ -17,6 +17,8 @@
 //
 //	fusebox_breaker_state{breaker, state}                gauge: 1 for the current state, 0 for the other three
 //	fusebox_breaker_forced_open{breaker}                 gauge: 1 while forced open by hand
+//	fusebox_breaker_dry_run{breaker}                     gauge: 1 while the breaker is in a dry run (manager.Config.DryRun): it declines no call, whatever its state says
+//	fusebox_breaker_open_until_timestamp_seconds{breaker} gauge: when the open period ends, in Unix seconds (manager.Stats.Until); 0 when not open, and while forced open
 //	fusebox_breaker_admitted_ratio{breaker}              gauge: the share of calls let through now, 0 to 1 (manager.Stats.Admitted): 1 closed, rising during a slow start, 0 open
 //	fusebox_breaker_failure_rate{breaker}                gauge: failures/calls in the strategy's window (FailureRate, TimeWindow only)
 //	fusebox_breaker_calls_total{breaker}                 counter: calls that asked for a permit and finished, declined ones included (manager.Stats.Calls)
@@ -115,7 +117,9 @@ const (
 	sSlow      = 29
 	sAdmitted  = 30
 	sWould     = 31
-	nSeries    = 32
+	sDryRun    = 32
+	sOpenUntil = 33
+	nSeries    = 34
 )
 
 var states = [...]breaker.State{breaker.Closed, breaker.Open, breaker.HalfOpen, breaker.Probing}
@@ -209,6 +213,8 @@ func New(m *manager.Manager, opts Options) (*Collector, error) {
 	fill(sSlow, 1, desc("slow_calls_total", "Calls that took at least the breaker's Config.SlowCall and so counted as failures."))
 	fill(sAdmitted, 1, desc("admitted_ratio", "The share of calls the breaker lets through now, from 0 to 1: 1 while closed, rising from 0 to 1 during a slow start after a recovery, 0 while open or probing."))
 	fill(sWould, 1, desc("would_decline_calls_total", "Calls the breaker, in a dry run, let through that it would have declined; not in calls_total's declined ones."))
+	fill(sDryRun, 1, desc("dry_run", "1 while the breaker is in a dry run (Config.DryRun): it decides, opens and probes as usual but declines no call; 0 otherwise."))
+	fill(sOpenUntil, 1, desc("open_until_timestamp_seconds", "When the breaker's open period ends (its next trial), in seconds since the Unix epoch; 0 while the breaker is not open, and while it is forced open (no period ends it)."))
 	fill(sDuration, 1, desc("call_duration_seconds", "Durations of the calls released through the breaker."))
 	c.halted = prometheus.NewDesc(prometheus.BuildFQName(ns, "manager", "halted"),
 		"1 once the manager has stopped: halted after a burst of restarts, or stopped; its breakers then refuse every call.", nil, opts.ConstLabels)
@@ -387,6 +393,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			set(sState+i, boolValue(st.State == s), false)
 		}
 		set(sForced, boolValue(st.Forced), false)
+		set(sDryRun, boolValue(st.DryRun), false)
+		set(sOpenUntil, openUntil(st), false)
 		set(sAdmitted, st.Admitted, false)
 		set(sCalls, float64(st.Calls), true)
 		set(sReleased, float64(st.Successes), true)
@@ -437,6 +445,15 @@ func (c *Collector) forget(scrape uint64, seen int) {
 			delete(c.labels, b)
 		}
 	}
+}
+
+// openUntil is when the open period of st ends, in Unix seconds, or 0
+// when st is not open or its period has no end (forced).
+func openUntil(st manager.Stats) float64 {
+	if st.State != breaker.Open || st.Until.IsZero() {
+		return 0
+	}
+	return float64(st.Until.UnixNano()) / 1e9
 }
 
 func boolValue(b bool) float64 {

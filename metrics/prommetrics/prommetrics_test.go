@@ -111,6 +111,10 @@ fusebox_breaker_declined_calls_total{breaker="search"} 0
 # TYPE fusebox_breaker_dropped_events_total counter
 fusebox_breaker_dropped_events_total{breaker="payments"} 0
 fusebox_breaker_dropped_events_total{breaker="search"} 0
+# HELP fusebox_breaker_dry_run 1 while the breaker is in a dry run (Config.DryRun): it decides, opens and probes as usual but declines no call; 0 otherwise.
+# TYPE fusebox_breaker_dry_run gauge
+fusebox_breaker_dry_run{breaker="payments"} 0
+fusebox_breaker_dry_run{breaker="search"} 0
 # HELP fusebox_breaker_forced_open 1 while the breaker is forced open by hand, 0 otherwise.
 # TYPE fusebox_breaker_forced_open gauge
 fusebox_breaker_forced_open{breaker="payments"} 1
@@ -119,6 +123,10 @@ fusebox_breaker_forced_open{breaker="search"} 0
 # TYPE fusebox_breaker_missed_transitions_total counter
 fusebox_breaker_missed_transitions_total{breaker="payments"} 0
 fusebox_breaker_missed_transitions_total{breaker="search"} 0
+# HELP fusebox_breaker_open_until_timestamp_seconds When the breaker's open period ends (its next trial), in seconds since the Unix epoch; 0 while the breaker is not open, and while it is forced open (no period ends it).
+# TYPE fusebox_breaker_open_until_timestamp_seconds gauge
+fusebox_breaker_open_until_timestamp_seconds{breaker="payments"} 0
+fusebox_breaker_open_until_timestamp_seconds{breaker="search"} 0
 # HELP fusebox_breaker_released_calls_total Calls the breaker let through and that were released, by outcome.
 # TYPE fusebox_breaker_released_calls_total counter
 fusebox_breaker_released_calls_total{breaker="payments",outcome="failure"} 3
@@ -328,4 +336,44 @@ fusebox_breaker_would_decline_calls_total{breaker="search"} %d
 	for _, mf := range mfs {
 		assert.NotContains(t, mf.String(), errDown.Error(), "metric %s", mf.GetName())
 	}
+}
+
+// dry_run marks a breaker in a dry run, 1 in every state (an alert on
+// its state must not page for it), 0 for the others; the open period's end
+// is exported while open, and is 0 again once the period is over.
+func TestCollectorDryRunAndOpenUntil(t *testing.T) {
+	mock, m, b, _, reg := setup(t, prommetrics.Options{})
+	ctx := context.Background()
+	dry, err := m.Register("search", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, DryRun: true})
+	require.NoError(t, err)
+	series := func(dry float64, until [2]float64) string {
+		return fmt.Sprintf(`
+# HELP fusebox_breaker_dry_run 1 while the breaker is in a dry run (Config.DryRun): it decides, opens and probes as usual but declines no call; 0 otherwise.
+# TYPE fusebox_breaker_dry_run gauge
+fusebox_breaker_dry_run{breaker="payments"} 0
+fusebox_breaker_dry_run{breaker="search"} %v
+# HELP fusebox_breaker_open_until_timestamp_seconds When the breaker's open period ends (its next trial), in seconds since the Unix epoch; 0 while the breaker is not open, and while it is forced open (no period ends it).
+# TYPE fusebox_breaker_open_until_timestamp_seconds gauge
+fusebox_breaker_open_until_timestamp_seconds{breaker="payments"} %v
+fusebox_breaker_open_until_timestamp_seconds{breaker="search"} %v
+`, dry, until[0], until[1])
+	}
+	names := []string{"fusebox_breaker_dry_run", "fusebox_breaker_open_until_timestamp_seconds"}
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(series(1, [2]float64{0, 0})), names...))
+
+	opened := mock.Now()
+	require.ErrorIs(t, b.Do(ctx, fail), errDown)
+	require.ErrorIs(t, b.Do(ctx, fail), errDown)
+	require.ErrorIs(t, dry.Do(ctx, fail), errDown)
+	m.Sync()
+	require.Equal(t, breaker.Open, b.State())
+	require.Equal(t, breaker.Open, dry.State())
+	// payments stays open 10s; search has the default 30s.
+	end := func(d time.Duration) float64 { return float64(opened.Add(d).UnixNano()) / 1e9 }
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(series(1, [2]float64{end(10 * time.Second), end(30 * time.Second)})), names...))
+
+	mock.Add(10 * time.Second)
+	m.Sync()
+	require.Equal(t, breaker.HalfOpen, b.State())
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(series(1, [2]float64{0, end(30 * time.Second)})), names...))
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/store"
@@ -45,6 +46,26 @@ type Breaker struct {
 	// Reporters are the names of those processes (manager.Options.Name),
 	// sorted; nil without a quorum.
 	Reporters []string
+	// At is when the breaker was read, on the store's clock (Redis's
+	// TIME): every duration of Status counts from it, so that PeriodEnd
+	// and Since are instants of one clock, the one that counts the
+	// periods down.
+	At time.Time
+	// Since is when the breaker entered the state State reports, on the
+	// store's clock; zero when the store does not say (see the since key
+	// in docs/shared-state.md).
+	Since time.Time
+}
+
+// PeriodEnd returns when the breaker's open period ends, and its next
+// trial may start, on the store's clock: At plus what is left of the
+// period. It is zero when no period runs: the breaker is closed, forced
+// open (only a reset ends that), half-open or probing.
+func (b Breaker) PeriodEnd() time.Time {
+	if b.Forced || b.Open <= 0 || !b.Opened() {
+		return time.Time{}
+	}
+	return b.At.Add(b.Open)
 }
 
 // HolderName returns the name of the process holding the probe lease: the
@@ -74,13 +95,15 @@ func (b Breaker) State() breaker.State {
 	return breaker.HalfOpen
 }
 
-// inspectScript reads every key of one breaker at once, so that a state
-// is never pieced together from two epochs.
+// inspectScript reads every key of one breaker at once, with the store's
+// clock, so that a state is never pieced together from two epochs and its
+// instants are of one clock.
 //
-// KEYS: epoch, open, probe, failures, window, reporters, opener.
+// KEYS: epoch, open, probe, failures, window, reporters, opener, since.
 // Returns {epoch, open_pttl, holder, probe_pttl, failures, window,
-// reporters (their names), opener}: a missing string is "", a missing
-// hash an empty list.
+// reporters (their names), opener, time (TIME's seconds and
+// microseconds), since}: a missing string is "", a missing hash an empty
+// list.
 var inspectScript = redis.NewScript(`
 return {
   redis.call('GET', KEYS[1]) or '',
@@ -90,12 +113,21 @@ return {
   redis.call('GET', KEYS[4]) or '',
   redis.call('HGETALL', KEYS[5]),
   redis.call('HKEYS', KEYS[6]),
-  redis.call('GET', KEYS[7]) or ''
+  redis.call('GET', KEYS[7]) or '',
+  redis.call('TIME'),
+  redis.call('GET', KEYS[8]) or ''
 }
 `)
 
 // fields are the fields of a breaker's keys, in inspectScript's order.
-var fields = []string{"epoch", "open", "probe", "failures", "window", "reporters", "opener"}
+//
+// The since key, "epoch\nat_ms\nperiod_ms", says when (Unix
+// milliseconds, on Redis's clock) the last script that changed the
+// breaker's state in epoch ran, and the open period or the lease it
+// began (0 for none): an opening, a failed probe, a closing, a reset, a
+// forcing, a lease granted or given back. The breaker has been in its
+// state since then or, half-open, since that period's or lease's end.
+var fields = []string{"epoch", "open", "probe", "failures", "window", "reporters", "opener", "since"}
 
 // Inspect reads everything the store holds of the breaker name. It reports
 // false, and no error, when the store holds nothing of it: a breaker that
@@ -242,7 +274,7 @@ func (s *Store) inspect(ctx context.Context, names []string) ([]Breaker, error) 
 // of the breaker exists.
 func parseBreaker(name string, v any) (Breaker, bool, error) {
 	r, ok := v.([]any)
-	if !ok || len(r) != 8 {
+	if !ok || len(r) != 10 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
 	}
 	epoch, _ := r[0].(string)
@@ -253,7 +285,9 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 	window, ok3 := r[5].([]any)
 	reporters, ok4 := r[6].([]any)
 	opener, ok5 := r[7].(string)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(window)%2 != 0 {
+	now, ok6 := r[8].([]any)
+	since, ok7 := r[9].(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || len(window)%2 != 0 || len(now) != 2 {
 		return Breaker{}, false, fmt.Errorf("unexpected script reply %v", v)
 	}
 	if epoch == "" && open == -2 && holder == "" && failures == "" && len(window) == 0 {
@@ -273,6 +307,11 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 		}
 	}
 	b.Status = statusWith([]int64{e, open, probe}, opener)
+	at, err := redisTime(now)
+	if err != nil {
+		return Breaker{}, false, err
+	}
+	b.At, b.Since = at, sinceOf(since, b)
 	if failures != "" {
 		n, err := strconv.ParseInt(failures, 10, 64)
 		if err != nil {
@@ -298,6 +337,45 @@ func parseBreaker(name string, v any) (Breaker, bool, error) {
 		}
 	}
 	return b, true, nil
+}
+
+// redisTime reads TIME's reply: seconds and microseconds, as strings.
+func redisTime(r []any) (time.Time, error) {
+	sec, _ := r[0].(string)
+	usec, _ := r[1].(string)
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	u, err2 := strconv.ParseInt(usec, 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, fmt.Errorf("unexpected TIME reply %v", r)
+	}
+	return time.Unix(s, u*1000), nil
+}
+
+// sinceOf returns when b entered its state, from the since key's value v
+// ("epoch\nat_ms\nperiod_ms"): zero if v is empty, of another epoch (a
+// value left from an older epoch) or does not parse, so that a bad value
+// costs the breaker its since, not the read. A half-open breaker has been
+// so since the end of the period or lease the key's script began.
+func sinceOf(v string, b Breaker) time.Time {
+	f := strings.Split(v, "\n")
+	if len(f) != 3 {
+		return time.Time{}
+	}
+	var n [3]int64
+	for i := range f {
+		var err error
+		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || n[i] < 0 {
+			return time.Time{}
+		}
+	}
+	if uint64(n[0]) != b.Epoch {
+		return time.Time{}
+	}
+	at := time.UnixMilli(n[1])
+	if b.State() == breaker.HalfOpen {
+		at = at.Add(time.Duration(n[2]) * time.Millisecond)
+	}
+	return at
 }
 
 // nameOf returns the name of the breaker whose key is key, if key is one

@@ -112,6 +112,17 @@ func checkInspect(t *testing.T, st *redisstore.Store, others ...*redisstore.Stor
 		require.NoError(t, err, c.name)
 		require.True(t, ok, "Inspect(%q) finds it", c.name)
 		assert.Equal(t, c.state, b.State(), "State of %q", c.name)
+		// The store's clock is this machine's.
+		assert.WithinDuration(t, time.Now(), b.At, 5*time.Second, "At of %q: the store's clock at the read", c.name)
+		if b.State() == breaker.Open && !b.Forced {
+			assert.Equal(t, b.At.Add(b.Open), b.PeriodEnd(), "PeriodEnd of %q: At plus the period left", c.name)
+		} else {
+			assert.Zero(t, b.PeriodEnd(), "PeriodEnd of %q: no period runs", c.name)
+		}
+		if !b.Since.IsZero() { // a store whose scripts keep the since key
+			assert.WithinDuration(t, b.At, b.Since, time.Minute, "Since of %q", c.name)
+		}
+		b.At, b.Since = time.Time{}, time.Time{}
 		c.check(t, b)
 	}
 	_, ok, err := st.Inspect(ctx, "none")

@@ -34,6 +34,39 @@ func period(b redisstore.Breaker) string {
 	return "-"
 }
 
+// timeOfDay writes t, an instant on the store's clock, in the local time
+// zone: "15:04:05" on the day of now, "2006-01-02T15:04:05" on another
+// day (no space, so that a table's columns stay words); "-" for the zero
+// time.
+func timeOfDay(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	t, now = t.Local(), now.Local()
+	if t.YearDay() != now.YearDay() || t.Year() != now.Year() {
+		return t.Format("2006-01-02T15:04:05")
+	}
+	return t.Format("15:04:05")
+}
+
+// ends says when the open period ends, as a time of day: "until reset"
+// for a forced breaker, "-" when no period runs.
+func ends(b redisstore.Breaker) string {
+	if b.Forced {
+		return "until reset"
+	}
+	return timeOfDay(b.PeriodEnd(), b.At)
+}
+
+// since says since when the breaker is in its state, as a time of day,
+// and how long ago: "18:02:11 (3m ago)"; "-" when the store does not say.
+func since(b redisstore.Breaker) string {
+	if b.Since.IsZero() {
+		return "-"
+	}
+	return timeOfDay(b.Since, b.At) + " (" + human(max(b.At.Sub(b.Since), 0)) + " ago)"
+}
+
 // human rounds a duration to what a reader needs: milliseconds under a
 // second, tenths of a second under a minute, seconds under an hour,
 // minutes above.
@@ -67,7 +100,9 @@ var columns = []column{
 	{"NAME", func(b redisstore.Breaker) string { return b.Name }},
 	{"STATE", state},
 	{"EPOCH", func(b redisstore.Breaker) string { return strconv.FormatUint(b.Epoch, 10) }},
+	{"SINCE", func(b redisstore.Breaker) string { return timeOfDay(b.Since, b.At) }},
 	{"PERIOD LEFT", period},
+	{"PERIOD ENDS", ends},
 	{"PROBE HELD BY", func(b redisstore.Breaker) string { return dash(b.HolderName()) }},
 	{"LEASE LEFT", func(b redisstore.Breaker) string {
 		if b.Holder == "" {
@@ -145,7 +180,7 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	probe := "none"
 	if b.Holder != "" {
-		probe = fmt.Sprintf("held by %s, %s left", b.HolderName(), human(b.Probe))
+		probe = fmt.Sprintf("held by %s, %s left (ends %s)", b.HolderName(), human(b.Probe), timeOfDay(b.At.Add(b.Probe), b.At))
 	}
 	counts := "none"
 	switch {
@@ -171,7 +206,9 @@ func writeBreaker(w io.Writer, b redisstore.Breaker, keys string) {
 		{"name", b.Name},
 		{"state", state(b)},
 		{"epoch", strconv.FormatUint(b.Epoch, 10)},
+		{"since", since(b)},
 		{"period left", period(b)},
+		{"period ends", ends(b)},
 		{"slow start", slow},
 		{"why", dash(why(b))},
 		{"probe lease", probe},
@@ -190,14 +227,22 @@ func plural(n int64, what string) string {
 	return strconv.FormatInt(n, 10) + " " + what + "s"
 }
 
-// breakerObject is a breaker in JSON: durations are milliseconds; calls
-// is absent for a consecutive policy.
+// breakerObject is a breaker in JSON: durations are milliseconds,
+// instants RFC 3339 on the store's clock; calls is absent for a
+// consecutive policy.
 type breakerObject struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
-	Epoch  uint64 `json:"epoch"`
-	OpenMS int64  `json:"open_ms"`
-	Holder string `json:"probe_holder,omitempty"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Epoch uint64 `json:"epoch"`
+	// Since is when the breaker entered its state; absent when the store
+	// does not say.
+	Since string `json:"since,omitempty"`
+	// OpenMS is what is left of the open period, and PeriodEnds when it
+	// ends (the next trial); period_ends is absent when no period runs
+	// (forced open too).
+	OpenMS     int64  `json:"open_ms"`
+	PeriodEnds string `json:"period_ends,omitempty"`
+	Holder     string `json:"probe_holder,omitempty"`
 	// HeldBy is the name of the process holding the probe lease
 	// (manager.Options.Name); Holder is its token.
 	HeldBy   string `json:"probe_held_by,omitempty"`
@@ -230,7 +275,16 @@ func breakerJSON(b redisstore.Breaker) breakerObject {
 	if b.Window {
 		o.Calls = &b.Calls
 	}
+	o.Since, o.PeriodEnds = rfc3339(b.Since), rfc3339(b.PeriodEnd())
 	return o
+}
+
+// rfc3339 writes t in UTC to the millisecond, or "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // changeObject is a change in JSON; at is when this process heard it;

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,21 +51,23 @@ func TestListOpen(t *testing.T) {
 
 	r := fusebox("-redis", srv.Addr(), "list")
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
-	assert.Equal(t, []string{"NAME", "STATE", "EPOCH", "PERIOD", "LEFT", "PROBE", "HELD", "BY", "LEASE", "LEFT", "FAILURES", "CALLS", "PROCESSES", "WHY"}, strings.Fields(lines(r.stdout)[0]), "the header")
+	assert.Equal(t, []string{"NAME", "STATE", "EPOCH", "SINCE", "PERIOD", "LEFT", "PERIOD", "ENDS", "PROBE", "HELD", "BY", "LEASE", "LEFT", "FAILURES", "CALLS", "PROCESSES", "WHY"}, strings.Fields(lines(r.stdout)[0]), "the header")
 	f := row(r.stdout, "payments")
 	require.NotNil(t, f, "a line for payments in\n%s", r.stdout)
 	assert.Equal(t, []string{"payments", "open", "1"}, f[:3], "name, state, epoch")
-	left, err := time.ParseDuration(f[3])
-	require.NoError(t, err, "the period left, %q", f[3])
+	left, err := time.ParseDuration(f[4])
+	require.NoError(t, err, "the period left, %q", f[4])
 	assert.True(t, left > 50*time.Second && left <= time.Minute, "the period left, %v, is nearly the minute it opened for", left)
-	assert.Equal(t, []string{"-", "-", "3", "-", "-"}, f[4:9], "no lease; the three failures that tripped it; no quorum")
-	assert.Equal(t, "opened by web-0: boom", strings.Join(f[9:], " "), "who opened it, and why")
+	assertTimeOfDay(t, f[5], time.Now().Add(left), "the period's end")
+	assert.Equal(t, []string{"-", "-", "3", "-", "-"}, f[6:11], "no lease; the three failures that tripped it; no quorum")
+	assert.Equal(t, "opened by web-0: boom", strings.Join(f[11:], " "), "who opened it, and why")
 
 	r = fusebox("-redis", srv.Addr(), "show", "payments")
 	require.Equal(t, 0, r.code, "show: %s", r.stderr)
 	assert.Regexp(t, `(?m)^state +open$`, r.stdout)
 	assert.Regexp(t, `(?m)^epoch +1$`, r.stdout)
 	assert.Regexp(t, `(?m)^period left +(5\d(\.\d)?s|1m)$`, r.stdout)
+	assert.Regexp(t, `(?m)^period ends +\d\d:\d\d:\d\d$`, r.stdout)
 	assert.Regexp(t, `(?m)^why +opened by web-0: boom \(3 consecutive failures\)$`, r.stdout)
 	assert.Regexp(t, `(?m)^probe lease +none$`, r.stdout)
 	assert.Regexp(t, `(?m)^counts +3 consecutive failures$`, r.stdout)
@@ -74,8 +77,11 @@ func TestListOpen(t *testing.T) {
 	require.Equal(t, 0, r.code, "show -json: %s", r.stderr)
 	var o breakerObject
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &o), "one JSON object: %s", r.stdout)
-	assert.Equal(t, breakerObject{Name: "payments", State: "open", Epoch: 1, OpenMS: o.OpenMS, Failures: 3, OpenedBy: "web-0", Why: "boom"}, o)
+	assert.Equal(t, breakerObject{Name: "payments", State: "open", Epoch: 1, OpenMS: o.OpenMS, PeriodEnds: o.PeriodEnds, Failures: 3, OpenedBy: "web-0", Why: "boom"}, o)
 	assert.Greater(t, o.OpenMS, int64(50_000))
+	end, err := time.Parse(time.RFC3339, o.PeriodEnds)
+	require.NoError(t, err, "period_ends is RFC 3339: %q", o.PeriodEnds)
+	assert.WithinDuration(t, time.Now().Add(time.Duration(o.OpenMS)*time.Millisecond), end, time.Second, "period_ends is now plus open_ms")
 }
 
 // A breaker whose period is over shows as half_open; once a process takes
@@ -113,13 +119,16 @@ func TestListProbing(t *testing.T) {
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
 	f := row(r.stdout, "payments")
 	require.NotNil(t, f, "a line for payments in\n%s", r.stdout)
-	assert.Equal(t, []string{"payments", "probing", "1", "-", holder}, f[:5], "name, state, epoch, no period, the lease's holder")
-	lease, err := time.ParseDuration(f[5])
-	require.NoError(t, err, "the lease left, %q", f[5])
+	assert.Equal(t, []string{"payments", "probing", "1", "-", "-", "-", holder}, f[:7], "name, state, epoch, since (not kept), no period, the lease's holder")
+	lease, err := time.ParseDuration(f[7])
+	require.NoError(t, err, "the lease left, %q", f[7])
 	assert.True(t, lease > 50*time.Second && lease <= time.Minute, "the lease left, %v, is nearly its minute", lease)
 
 	r = fusebox("-redis", srv.Addr(), "show", "payments")
-	assert.Regexp(t, `(?m)^probe lease +held by `+holder+`, (5\d(\.\d)?s|1m) left$`, r.stdout)
+	m := regexp.MustCompile(`(?m)^probe lease +held by ` + holder + `, (5\d(\.\d)?s|1m) left \(ends (\d\d:\d\d:\d\d)\)$`).FindStringSubmatch(r.stdout)
+	if assert.NotNil(t, m, "the probe lease, its holder, what is left and when it ends, in\n%s", r.stdout) {
+		assertTimeOfDay(t, m[3], time.Now().Add(lease), "the lease's end")
+	}
 
 	probe.Release(nil)
 	waitFor(t, 5*time.Second, "the probe's success closes it", func() bool {
@@ -315,8 +324,8 @@ func TestListProcessesInTheCount(t *testing.T) {
 	f := row(r.stdout, "search")
 	require.NotNil(t, f, "a line for search in\n%s", r.stdout)
 	assert.Equal(t, []string{"search", "closed"}, f[:2], "the fleet is closed")
-	assert.Equal(t, "1", f[8], "the failures come from one process")
-	assert.Equal(t, "-", f[9], "the fleet is closed: no opener")
+	assert.Equal(t, "1", f[10], "the failures come from one process")
+	assert.Equal(t, "-", f[11], "the fleet is closed: no opener")
 
 	err := ps[1].b.Do(context.Background(), func(context.Context) error { return errBoom })
 	require.ErrorIs(t, err, errBoom)
