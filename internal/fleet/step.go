@@ -338,8 +338,12 @@ type EndProbe struct {
 }
 
 // Renew gives the closed generation Gen a fresh counter: the store
-// counts again.
-type Renew struct{ Gen uint64 }
+// counts again. EndSlow ends its slow start too: the fleet's closed epoch
+// has none (a Reset).
+type Renew struct {
+	Gen     uint64
+	EndSlow bool
+}
 
 // Cause makes the store's Reason why the opened generation Gen is open,
 // without a transition: the store says another process opened the fleet
@@ -1150,8 +1154,9 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 		if v.State == breaker.Closed && next.Epoch > cur.Epoch && a.Change == nil {
 			// A closed epoch this closed breaker did not close in (a
 			// Reset elsewhere): the fleet's counts went, and its own
-			// count starts again too, as a Reset here would have it.
-			a.Change = Renew{Gen: v.Gen}
+			// count starts again too, as a Reset here would have it;
+			// so does its slow start, unless the store's epoch has one.
+			a.Change = Renew{Gen: v.Gen, EndSlow: h.Status.SlowStart == 0}
 		}
 		return
 	}
@@ -1220,7 +1225,7 @@ func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now
 		step, r := m.EndProbe(machine.Ticket{Gen: c.Gen, Probe: true}, c.Outcome, callErr, now)
 		return step, r != machine.Stale, false, r == machine.Stale
 	case Renew:
-		m.Renew(c.Gen)
+		m.Renew(c.Gen, c.EndSlow)
 	case Cause:
 		m.SetCause(c.Gen, reasonErr(c.Reason))
 	case Trip:

@@ -663,14 +663,15 @@ func (m *Machine) Reset(now time.Time, cause breaker.Cause) (Step, bool) {
 // generation, as if its closed period started again. It reports false,
 // and does nothing, if the breaker is no longer that closed generation.
 // Calls admitted before still count, in the new counter or the old. A
-// slow start goes on.
-func (m *Machine) Renew(gen uint64) bool {
+// slow start goes on, unless endSlow ends it (a Reset of the fleet, which
+// a shared breaker follows, ends it as a Reset here would).
+func (m *Machine) Renew(gen uint64, endSlow bool) bool {
 	for {
 		s := m.cur.Load()
 		if s.Gen != gen || !s.closed {
 			return false
 		}
-		if m.renew(s, false) {
+		if m.renew(s, endSlow) {
 			return true
 		}
 	}

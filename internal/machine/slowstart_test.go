@@ -211,7 +211,7 @@ func TestMachineSlowStartReconfigured(t *testing.T) {
 	assert.Equal(t, at(51*time.Second), s.SlowStart.Until)
 
 	// A Renew keeps it, a Reset ends it.
-	require.True(t, m.Renew(s.Gen))
+	require.True(t, m.Renew(s.Gen, false))
 	assert.True(t, m.Snapshot().SlowStarting())
 	m.Reset(at(34*time.Second), breaker.CauseReset)
 	assert.True(t, m.Snapshot().Admits())
