@@ -14,6 +14,8 @@
 //	fusebox:{N}:probe     the probe lease; its value is the holder's token, its TTL the lease
 //	fusebox:{N}:epoch     the epoch, advanced by every opening and closing: odd while opened
 //	fusebox:{N}:reporters who reported the failures counted, under a quorum (Policy.Quorum above 1)
+//	fusebox:{N}:opener    who opened the opened epoch, and why
+//	fusebox:{N}:since     when the epoch's state began, on Redis's clock (for the command line)
 //
 // Changes are announced as "kind|milliseconds|epoch|name", on a Redis 7
 // Cluster on the shard channel of the breaker's slot,
@@ -25,11 +27,16 @@
 // takes a subscription per slot of those breakers instead of one per slot
 // of the cluster.
 //
-// Every event is one atomic script: a failure is counted and its expiry set
-// in one step; the open marker is set only if absent, so the first opener's
-// period stands; the probe lease is taken with SET NX PX; a probe's verdict
-// is applied only by the lease holder. Time is never read from a replica:
-// periods and leases are PX on write and PTTL on read.
+// Every event is one atomic script, and every script does what the store's
+// rules say (the pure function store.Memory runs; a conformance test holds
+// the scripts to it): a failure is counted and its expiry set in one step;
+// an opening applies only in the closed epoch its caller decided in, so the
+// first opener's period stands; the probe lease is granted only in the
+// opened epoch, once its period is over, to one holder; a probe's verdict
+// is applied only by the lease holder; a status read is one script per
+// breaker, atomic. A key holding data fusebox did not write fails that
+// breaker's calls only (Status.Err), and a Reset repairs it. Time is never
+// read from a replica: periods and leases are PX on write and PTTL on read.
 //
 // New works with a plain client (redis.NewClient), a Cluster client and a
 // failover client: anything that is a redis.UniversalClient, built with
@@ -328,7 +335,7 @@ func (s *Store) Open(ctx context.Context, name string, epoch uint64, period time
 	if err != nil {
 		return store.Status{}, false, wrap("open", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener"), s.Key(name, "since")}
 	r, err := openScript.Run(ctx, s.client, keys, epoch, max(period.Milliseconds(), 0), channel, name, cmd, reasonArg(why)).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("open", name, err)
@@ -349,7 +356,7 @@ func (s *Store) AcquireProbe(ctx context.Context, name, token string, epoch uint
 	if err != nil {
 		return false, store.Status{}, wrap("acquire the probe of", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener"), s.Key(name, "since")}
 	r, err := probeScript.Run(ctx, s.client, keys, token, ms(lease), epoch, channel, name, cmd).Result()
 	if err != nil {
 		return false, store.Status{}, s.fail("acquire the probe of", name, err)
@@ -381,7 +388,7 @@ func (s *Store) Resolve(ctx context.Context, name, token string, epoch uint64, o
 	if o == classify.Success && reopen <= 0 {
 		period = 0 // no slow start
 	}
-	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener")}
+	keys := []string{s.Key(name, "probe"), s.Key(name, "open"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener"), s.Key(name, "since")}
 	r, err := resolveScript.Run(ctx, s.client, keys, token, verdict, period, channel, name, epoch, cmd, reasonArg(why)).Result()
 	if err != nil {
 		return store.Status{}, false, s.fail("resolve the probe of", name, err)
@@ -402,7 +409,7 @@ func (s *Store) Reset(ctx context.Context, name string) (store.Status, error) {
 	if err != nil {
 		return store.Status{}, wrap("reset", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "failures"), s.Key(name, "window"), s.Key(name, "epoch"), s.Key(name, "reporters"), s.Key(name, "opener"), s.Key(name, "since")}
 	e, err := resetScript.Run(ctx, s.client, keys, channel, name, cmd).Int64()
 	if err != nil {
 		return store.Status{}, s.fail("reset", name, err)
@@ -419,7 +426,7 @@ func (s *Store) ForceOpen(ctx context.Context, name string) (store.Status, error
 	if err != nil {
 		return store.Status{}, wrap("force open", name, err)
 	}
-	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener")}
+	keys := []string{s.Key(name, "open"), s.Key(name, "probe"), s.Key(name, "epoch"), s.Key(name, "opener"), s.Key(name, "since")}
 	r, err := forceScript.Run(ctx, s.client, keys, channel, name, cmd).Result()
 	if err != nil {
 		return store.Status{}, s.fail("force open", name, err)

@@ -194,7 +194,7 @@ func (c *conformance) play() int {
 
 func (c *conformance) keys() []string {
 	var keys []string
-	for _, f := range []string{"failures", "window", "open", "probe", "epoch", "reporters", "opener"} {
+	for _, f := range []string{"failures", "window", "open", "probe", "epoch", "reporters", "opener", "since"} {
 		keys = append(keys, c.rs.Key(c.name, f))
 	}
 	return keys

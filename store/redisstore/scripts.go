@@ -9,6 +9,7 @@ import "github.com/redis/go-redis/v9"
 // status read of its store's other breakers, and a Reset repairs it
 // (resetScript reads the epoch with pcall).
 const epochLua = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
 local function epoch(k)
   local v = redis.call('GET', k)
   if not v then return 0 end
@@ -17,9 +18,18 @@ local function epoch(k)
   end
   return tonumber(v)
 end
+local function since(k, e, period)
+  local t = redis.call('TIME')
+  redis.call('SET', k, e .. '\n' .. (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '\n' .. period)
+end
 `
 
-// script returns the script of body, which may call epoch (epochLua).
+// script returns the script of body, which may call epoch and since
+// (epochLua). since(key, epoch, period_ms) writes the since key, which
+// every script that changes a breaker's state writes in the same step:
+// "epoch\nat_ms\nperiod_ms", when (on Redis's clock) the epoch's state
+// began, and the period or lease it began (0 for none), so that the
+// command line can say since when a breaker is in its state.
 func script(body string) *redis.Script { return redis.NewScript(epochLua + body) }
 
 // Every script touches the keys of one breaker only, which share a hash tag,
@@ -200,7 +210,7 @@ return {c, f, r, epoch(KEYS[4]), redis.call('PTTL', KEYS[2]), redis.call('PTTL',
 // forced it since) stays forced: the forcing moves to the opened epoch
 // above the caller's, announced, so that every process follows it.
 //
-// KEYS: open, probe, epoch, opener. ARGV: epoch, period_ms (0: the period
+// KEYS: open, probe, epoch, opener, since. ARGV: epoch, period_ms (0: the period
 // is over already), channel, name, publish (the command that announces:
 // PUBLISH or SPUBLISH; a shard channel is in the breaker's slot), reason
 // ("by\nwhy", or empty for none).
@@ -214,6 +224,7 @@ if c > e and c % 2 == 0 and e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 the
   e = c + 1
   redis.call('SET', KEYS[3], e)
   redis.call('DEL', KEYS[2], KEYS[4])
+  since(KEYS[5], e, 0)
   redis.call(ARGV[5], ARGV[3], 'forced|0|' .. e .. '|' .. ARGV[4])
   return {0, e, -1, 0, ''}
 end
@@ -235,6 +246,7 @@ if ARGV[6] ~= '' then
 else
   redis.call('DEL', KEYS[4])
 end
+since(KEYS[5], e, ARGV[2])
 redis.call(ARGV[5], ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. #ARGV[6] .. '|' .. ARGV[6] .. ARGV[4])
 return {1, e, tonumber(ARGV[2]), 0, o}
 `)
@@ -253,8 +265,8 @@ return {1, e, tonumber(ARGV[2]), 0, o}
 // A lease taken is announced ("leased|lease_ms|epoch|name"), so that the
 // other processes ask for none while it runs.
 //
-// KEYS: open, probe, epoch, opener. ARGV: token, lease_ms, epoch, channel,
-// name, publish.
+// KEYS: open, probe, epoch, opener, since. ARGV: token, lease_ms, epoch,
+// channel, name, publish.
 // Returns {won, epoch, open_pttl, probe_pttl, opener}.
 // A marker or a lease with less than a millisecond left (PTTL 0) counts as
 // expired.
@@ -266,15 +278,18 @@ if c > e then
   if e % 2 == 1 and redis.call('PTTL', KEYS[1]) == -1 then
     e = c + 1 + c % 2
     redis.call('SET', KEYS[3], e)
+    since(KEYS[5], e, 0)
     redis.call(ARGV[6], ARGV[4], 'forced|0|' .. e .. '|' .. ARGV[5])
     return {0, e, -1, 0, ''}
   end
   redis.call('SET', KEYS[3], c)
   if c % 2 == 0 then
     redis.call('DEL', KEYS[1])
+    since(KEYS[5], c, 0)
     return {0, c, 0, 0, ''}
   end
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+  since(KEYS[5], c, ARGV[2])
   return {0, c, tonumber(ARGV[2]), 0, ''}
 end
 local o = redis.call('PTTL', KEYS[1])
@@ -283,6 +298,7 @@ if c < e or e % 2 == 0 or o > 0 or o == -1 or p > 0 then
   return {0, e, o, p, redis.call('GET', KEYS[4]) or ''}
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+since(KEYS[5], e, ARGV[2])
 redis.call(ARGV[6], ARGV[4], 'leased|' .. ARGV[2] .. '|' .. e .. '|' .. ARGV[5])
 return {1, e, 0, tonumber(ARGV[2]), redis.call('GET', KEYS[4]) or ''}
 `)
@@ -293,7 +309,7 @@ return {1, e, 0, tonumber(ARGV[2]), redis.call('GET', KEYS[4]) or ''}
 // slow start, counted down by Redis as an open period is, and gone with it
 // (every other script reads it as an opening only in an opened epoch).
 //
-// KEYS: probe, open, failures, window, epoch, reporters, opener.
+// KEYS: probe, open, failures, window, epoch, reporters, opener, since.
 // ARGV: token, verdict ("s", "f" or "i"), reopen_ms, channel, name, epoch,
 // publish, reason (of a failure: "by\nwhy", or empty for none).
 // Returns {applied, epoch, open_pttl, probe_pttl, opener}.
@@ -309,6 +325,7 @@ if ARGV[2] == 's' then
   if tonumber(ARGV[3]) > 0 then
     redis.call('SET', KEYS[2], 'slow', 'PX', ARGV[3])
   end
+  since(KEYS[8], e, 0)
   redis.call(ARGV[7], ARGV[4], 'closed|' .. ARGV[3] .. '|' .. e .. '|' .. ARGV[5])
 elseif ARGV[2] == 'f' then
   e = redis.call('INCRBY', KEYS[5], 2)
@@ -318,8 +335,10 @@ elseif ARGV[2] == 'f' then
   else
     redis.call('DEL', KEYS[7])
   end
+  since(KEYS[8], e, ARGV[3])
   redis.call(ARGV[7], ARGV[4], 'opened|' .. ARGV[3] .. '|' .. e .. '|' .. #ARGV[8] .. '|' .. ARGV[8] .. ARGV[5])
 else
+  since(KEYS[8], e, 0)
   redis.call(ARGV[7], ARGV[4], 'released|0|' .. e .. '|' .. ARGV[5])
 end
 return {1, e, redis.call('PTTL', KEYS[2]), 0, redis.call('GET', KEYS[7]) or ''}
@@ -330,8 +349,8 @@ return {1, e, redis.call('PTTL', KEYS[2]), 0, redis.call('GET', KEYS[7]) or ''}
 // taken for epoch 0: the reset repairs the breaker (its keys are
 // overwritten or deleted, whatever their type).
 //
-// KEYS: open, probe, failures, window, epoch, reporters, opener. ARGV:
-// channel, name, publish.
+// KEYS: open, probe, failures, window, epoch, reporters, opener, since.
+// ARGV: channel, name, publish.
 // Returns the epoch.
 var resetScript = script(`
 local ok, e = pcall(epoch, KEYS[5])
@@ -339,6 +358,7 @@ if not ok then e = 0 end
 e = e + 2 - e % 2
 redis.call('SET', KEYS[5], e)
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
+since(KEYS[8], e, 0)
 redis.call(ARGV[3], ARGV[1], 'reset|0|' .. e .. '|' .. ARGV[2])
 return e
 `)
@@ -348,7 +368,7 @@ return e
 // the lease goes, and the open marker is set without expiry. A breaker
 // already forced is left as it is.
 //
-// KEYS: open, probe, epoch, opener. ARGV: channel, name, publish.
+// KEYS: open, probe, epoch, opener, since. ARGV: channel, name, publish.
 // Returns {epoch, open_pttl, probe_pttl}.
 var forceScript = script(`
 local e = epoch(KEYS[3])
@@ -359,6 +379,7 @@ e = e + 1 + e % 2
 redis.call('SET', KEYS[3], e)
 redis.call('SET', KEYS[1], 'forced')
 redis.call('DEL', KEYS[2], KEYS[4])
+since(KEYS[5], e, 0)
 redis.call(ARGV[3], ARGV[1], 'forced|0|' .. e .. '|' .. ARGV[2])
 return {e, -1, 0}
 `)

@@ -35,12 +35,12 @@ func TestForget(t *testing.T) {
 
 	r = fusebox("-redis", srv.Addr(), "forget", "paymnts")
 	require.Equal(t, 0, r.code, "forget: %s", r.stderr)
-	assert.Equal(t, "forgot \"paymnts\": 1 key deleted\n", r.stdout)
+	assert.Equal(t, "forgot \"paymnts\": 2 keys deleted\n", r.stdout, "its epoch and since")
 	assert.Empty(t, r.stderr)
 	client := newClientFor(t, srv.Addr())
 	left, err := client.Keys(context.Background(), "fusebox:{paymnts}:*").Result()
 	require.NoError(t, err)
-	assert.ElementsMatch(t, []string{"fusebox:{paymnts}:x}:epoch", "fusebox:{paymnts}:x}:open"}, left, "the keys of paymnts are gone; those of paymnts}:x stay")
+	assert.ElementsMatch(t, []string{"fusebox:{paymnts}:x}:epoch", "fusebox:{paymnts}:x}:open", "fusebox:{paymnts}:x}:since"}, left, "the keys of paymnts are gone; those of paymnts}:x stay")
 
 	r = fusebox("-redis", srv.Addr(), "list")
 	require.Equal(t, 0, r.code, "list: %s", r.stderr)
@@ -54,5 +54,5 @@ func TestForget(t *testing.T) {
 
 	r = fusebox("-redis", srv.Addr(), "-json", "forget", "paymnts}:x")
 	require.Equal(t, 0, r.code, "forget: %s", r.stderr)
-	assert.JSONEq(t, `{"name":"paymnts}:x","deleted":2}`, r.stdout, "a forced breaker: its epoch and its open marker")
+	assert.JSONEq(t, `{"name":"paymnts}:x","deleted":3}`, r.stdout, "a forced breaker: its epoch, its open marker and its since")
 }
