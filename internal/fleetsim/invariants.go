@@ -1,0 +1,504 @@
+package fleetsim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/store"
+)
+
+// This file holds the promises of the fleet protocol as invariants, one
+// function each, and what they need to know of the run. Every function
+// runs with the world's lock held: those of the store after each of its
+// operations, those of trial calls as each starts and ends, the others
+// at each checkpoint.
+
+// The invariants' names, as a failure says them.
+const (
+	InvOneTrial            = "one-trial-at-a-time"
+	InvTrialInLease        = "trial-within-its-lease"
+	InvForcingStands       = "forcing-stands-until-reset"
+	InvForcingReachesStore = "forcing-reaches-the-store"
+	InvQuorum              = "quorum-opens-as-the-rule-allows"
+	InvNamesOpener         = "every-process-names-the-opener"
+	InvResetEndsRamp       = "reset-ends-every-ramp"
+	InvOpensInTime         = "opens-within-a-bound"
+	InvClosesInTime        = "closes-within-a-bound"
+)
+
+// Bounds of the invariants that wait.
+const (
+	// settle is how long after a fault the liveness invariants wait:
+	// a store deadline, a resync, and the watch's retry.
+	settle = 2 * time.Second
+	// clean is how long a process's link must have been free of faults
+	// for the invariants of what it follows to hold of it.
+	clean = 2 * time.Second
+	// openBound is how long after the fleet's count crosses its
+	// threshold the store must be open.
+	openBound = 1500 * time.Millisecond
+	// closeBound is how long after the service heals (and faults end)
+	// the store must be closed; every process, procBound after that.
+	closeBound = 3 * time.Second
+	procBound  = time.Second
+	// heard is how long after the store's epoch changed a process with a
+	// clean link (for clean/2) has heard of it: a change's delivery, or
+	// a resync.
+	heard = Resync + 100*time.Millisecond
+)
+
+// Violation is an invariant a run broke.
+type Violation struct {
+	Invariant string
+	Seed      uint64
+	At        time.Duration
+	Detail    string
+	// Before is the end of the log up to the violation.
+	Before []Entry
+}
+
+// Error returns the invariant, the seed, the instant, what broke, and the
+// events that led to it.
+func (v *Violation) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invariant %s broken, seed %d, at %v: %s\nthe events before it:\n", v.Invariant, v.Seed, v.At, v.Detail)
+	for _, e := range v.Before {
+		fmt.Fprintf(&b, "  %v\n", e)
+	}
+	return b.String()
+}
+
+// violate records the first violation of the run.
+func (w *world) violate(inv, format string, args ...any) {
+	if w.violation != nil || slices.Contains(w.plan.Unchecked, inv) {
+		return
+	}
+	detail := fmt.Sprintf(format, args...)
+	if w.replace != nil {
+		detail = w.replace.Replace(detail)
+	}
+	w.logf("VIOLATION %s: %s", inv, detail)
+	tail := w.log[max(0, len(w.log)-40):]
+	w.violation = &Violation{Invariant: inv, Seed: w.plan.Seed, At: w.now(), Detail: detail, Before: slices.Clone(tail)}
+}
+
+// oracle is what the invariants know of one breaker from the store's
+// operations: the fleet's run of failures by replica, the forcing, the
+// epoch and when it began, the last Reset and recovery.
+type oracle struct {
+	run       []share
+	lastFail  time.Duration
+	justified map[[2]uint64]bool // (store life, epoch) whose count reached the threshold
+	crossing  *crossing
+	forced    bool
+	epoch     uint64
+	epochAt   time.Duration
+	// lastReset and lastRecovery are when the store last executed a
+	// Reset and a successful probe's verdict; -1: never.
+	lastReset, lastRecovery time.Duration
+	life                    uint64
+	// carried is set while the fleet was open when the store lost its
+	// data and has not closed since: re-opening it in the store's new
+	// life restores an opening its count allowed.
+	carried bool
+}
+
+// share is what one replica reported into a run.
+type share struct {
+	replica  int
+	failures int64
+}
+
+// crossing is the instant the fleet's count reached its threshold in a
+// closed epoch.
+type crossing struct {
+	epoch uint64
+	at    time.Duration
+}
+
+func newOracle() *oracle {
+	return &oracle{justified: make(map[[2]uint64]bool), lastReset: -1, lastRecovery: -1}
+}
+
+// allowed reports whether the run trips a breaker of quorum q: Threshold
+// failures once the q-1 replicas that reported the most are taken out.
+func (o *oracle) allowed(q int) bool {
+	by := map[int]int64{}
+	for _, s := range o.run {
+		by[s.replica] += s.failures
+	}
+	var list []int64
+	var total int64
+	for _, n := range by {
+		list = append(list, n)
+		total += n
+	}
+	slices.Sort(list)
+	slices.Reverse(list)
+	for i := 0; i < q-1 && i < len(list); i++ {
+		total -= list[i]
+	}
+	return total >= Threshold
+}
+
+// failureRecorded is a failure report the store executed, of p.
+func (w *world) failureRecorded(p *proc, name string, pol store.Policy, failures int64, v store.Verdict) {
+	o := w.oracles[name]
+	now := w.now()
+	if now-o.lastFail >= store.DefaultFailureTTL {
+		o.run = nil
+	}
+	o.run = append(o.run, share{replica: p.replica, failures: max(failures, 1)})
+	o.lastFail = now
+	if !o.allowed(quorumOf(name)) {
+		return
+	}
+	o.justified[[2]uint64{o.life, v.Epoch}] = true
+	if !v.Opened() && o.crossing == nil {
+		o.crossing = &crossing{epoch: v.Epoch, at: now}
+	}
+}
+
+// runEnded is a success report the store executed: it ends the run.
+func (w *world) runEnded(name string) {
+	o := w.oracles[name]
+	o.run, o.crossing = nil, nil
+}
+
+// recovered is a successful probe's verdict the store applied.
+func (w *world) recovered(name string) {
+	o := w.oracles[name]
+	o.run, o.lastRecovery, o.carried = nil, w.now(), false
+}
+
+// wasReset is a Reset the store executed.
+func (w *world) wasReset(name string) {
+	o := w.oracles[name]
+	o.run, o.forced, o.crossing, o.lastReset, o.carried = nil, false, nil, w.now(), false
+	for _, f := range w.pending {
+		if f.breaker == name {
+			f.done = true
+		}
+	}
+}
+
+// forced is a ForceOpen the store executed, of p (nil: an operator on the
+// store).
+func (w *world) forced(p *proc, name string) {
+	w.oracles[name].forced = true
+	for _, f := range w.pending {
+		if f.breaker == name && f.proc == p && !f.done {
+			w.checked[InvForcingReachesStore]++ // and it held
+			f.done = true
+		}
+	}
+}
+
+// lostData is the store losing its data: its forcings and counts go.
+func (w *world) lostData() {
+	for _, o := range w.oracles {
+		o.carried = o.carried || o.epoch%2 == 1 && !o.forced
+		o.run, o.forced, o.crossing = nil, false, nil
+		o.life++
+	}
+}
+
+// opened is an Open the store executed, which opened breaker name in
+// epoch (the store's status before it: before).
+func (w *world) opened(p *proc, name string, epoch uint64, before store.Status) {
+	w.quorumAllows(p, name, epoch, before)
+}
+
+// quorumAllows: under a Quorum q above 1 the store opens only on a count
+// that still reaches the threshold once the q-1 replicas that reported
+// the most are taken out. A replica is one whatever its names: a process
+// restarted under the default name is the same replica.
+func (w *world) quorumAllows(p *proc, name string, epoch uint64, before store.Status) {
+	q := quorumOf(name)
+	o := w.oracles[name]
+	if q > 1 {
+		w.checked[InvQuorum]++
+	}
+	if q <= 1 || o.allowed(q) || o.justified[[2]uint64{o.life, epoch}] || o.carried {
+		return
+	}
+	if epoch > before.Epoch {
+		for k := range o.justified {
+			if k[1] == epoch {
+				return // adopted: a count of the store's life before
+			}
+		}
+	}
+	w.violate(InvQuorum, "%s opened %s in epoch %d on a run of %v (by replica), short of Threshold %d without the %d largest", p.alias, name, epoch, o.run, Threshold, q-1)
+}
+
+// storeChanged runs after every operation of the store.
+func (w *world) storeChanged() {
+	now := w.now()
+	for _, name := range breakerNames {
+		st := w.read(name)
+		o := w.oracles[name]
+		if st.Epoch != o.epoch {
+			if o.crossing != nil {
+				w.checked[InvOpensInTime]++ // and it held
+			}
+			o.epoch, o.epochAt, o.crossing = st.Epoch, now, nil
+		}
+		w.forcingStands(name, st)
+	}
+}
+
+// forcingStands: a forcing the store executed stands until a Reset (or
+// the loss of the store's data).
+func (w *world) forcingStands(name string, st store.Status) {
+	if !w.oracles[name].forced {
+		return
+	}
+	w.checked[InvForcingStands]++
+	if !st.Forced {
+		w.violate(InvForcingStands, "%s was forced and not reset since, but the store says %s", name, w.status(st))
+	}
+}
+
+// trial is a trial call under a lease, in flight or over.
+type trial struct {
+	proc    *proc
+	breaker string
+	lease   *lease
+	start   time.Duration
+}
+
+// trialStarts records a probe's call reaching the service, and checks it
+// under its lease; l nil is a local probe, outside the promise.
+func (w *world) trialStarts(p *proc, name string, l *lease, fails bool) *trial {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ntrials++
+	if l == nil {
+		w.logf("%s trial %s (local probe) fails=%v", p.alias, name, fails)
+		return nil
+	}
+	t := &trial{proc: p, breaker: name, lease: l, start: w.now()}
+	w.checked[InvOneTrial]++
+	w.checked[InvTrialInLease]++
+	w.logf("%s trial %s under lease epoch=%d [%v, %v) fails=%v", p.alias, name, l.epoch, l.granted, l.ends, fails)
+	w.oneTrial(t)
+	if t.start < l.granted || t.start >= l.ends {
+		w.violate(InvTrialInLease, "%s starts a trial of %s at %v, outside its lease [%v, %v) of epoch %d", p.alias, name, t.start, l.granted, l.ends, l.epoch)
+	}
+	w.trials = append(w.trials, t)
+	return t
+}
+
+// oneTrial: at most one trial at a time among the processes on the store.
+func (w *world) oneTrial(t *trial) {
+	for _, o := range w.trials {
+		if o.breaker == t.breaker {
+			w.violate(InvOneTrial, "%s starts a trial of %s under the lease [%v, %v) of epoch %d while %s's trial, started at %v under [%v, %v) of epoch %d, runs",
+				t.proc.alias, t.breaker, t.lease.granted, t.lease.ends, t.lease.epoch, o.proc.alias, o.start, o.lease.granted, o.lease.ends, o.lease.epoch)
+		}
+	}
+}
+
+// trialEnds records a trial's end: none runs past its lease's end.
+func (w *world) trialEnds(t *trial) {
+	w.trials = slices.DeleteFunc(w.trials, func(o *trial) bool { return o == t })
+	if now := w.now(); now > t.lease.ends {
+		w.violate(InvTrialInLease, "%s's trial of %s ends at %v, after its lease [%v, %v) of epoch %d", t.proc.alias, t.breaker, now, t.lease.granted, t.lease.ends, t.lease.epoch)
+	}
+}
+
+// handForcing is a ForceOpen made through a process's breaker handle,
+// until the store executes it (or a Reset or the process's end makes it
+// moot).
+type handForcing struct {
+	proc    *proc
+	breaker string
+	at      time.Duration
+	done    bool
+}
+
+// handReset is a Reset through p's handle: p's own forcings before it are
+// lifted with it.
+func (w *world) handReset(p *proc, name string) {
+	for _, f := range w.pending {
+		if f.proc == p && f.breaker == name {
+			f.done = true
+		}
+	}
+}
+
+// checkpoint checks the invariants of the fleet's state.
+func (w *world) checkpoint() {
+	for _, name := range breakerNames {
+		st := w.read(name)
+		w.opensInTime(name, st)
+		w.closesInTime(name, st)
+		w.namesOpener(name, st)
+		w.resetEndsRamp(name)
+	}
+	w.forcingReachesStore()
+}
+
+// settled reports whether p's link has had no fault for clean.
+func (w *world) settled(p *proc) bool { return w.now()-p.lastFault >= clean }
+
+// liveProcs returns the live processes, in order of slot.
+func (w *world) liveProcs() []*proc {
+	var list []*proc
+	for _, p := range w.procs {
+		if p.alive {
+			list = append(list, p)
+		}
+	}
+	return list
+}
+
+// forcingReachesStore: a breaker forced through a handle while the store
+// could not be reached forces the fleet once the store answers again.
+func (w *world) forcingReachesStore() {
+	for _, f := range w.pending {
+		if f.done || w.oracles[f.breaker].forced || !f.proc.alive {
+			continue
+		}
+		if w.now()-max(f.at, f.proc.lastFault) >= clean+StoreTimeout {
+			w.checked[InvForcingReachesStore]++
+			w.violate(InvForcingReachesStore, "%s forced %s at %v, its link has been clean since %v, and the store is not forced: %s",
+				f.proc.alias, f.breaker, f.at, f.proc.lastFault, w.status(w.read(f.breaker)))
+			f.done = true
+		}
+	}
+}
+
+// opensInTime: the fleet opens within openBound of its count crossing the
+// threshold, or of the faults' end (and settling) if some were active.
+func (w *world) opensInTime(name string, st store.Status) {
+	c := w.oracles[name].crossing
+	if c == nil || w.now()-c.at < openBound || !w.plan.quiet(w.now()-openBound, w.now()) {
+		return
+	}
+	w.checked[InvOpensInTime]++
+	if st.Epoch != c.epoch {
+		w.oracles[name].crossing = nil
+		return
+	}
+	w.violate(InvOpensInTime, "the fleet's count of %s crossed its threshold in epoch %d at %v, and the store is still %s", name, c.epoch, c.at, w.status(st))
+	w.oracles[name].crossing = nil
+}
+
+// closesInTime: once the service is healthy and no fault is active, the
+// store closes within closeBound, and every process procBound later.
+func (w *world) closesInTime(name string, st store.Status) {
+	calm, ok := w.plan.calmSince(w.now())
+	if !ok || w.oracles[name].forced {
+		return
+	}
+	since := w.now() - calm
+	if since >= closeBound {
+		w.checked[InvClosesInTime]++
+	}
+	if since >= closeBound && st.Opened() {
+		w.violate(InvClosesInTime, "the service is healthy and no fault active since %v, and the store still has %s %s", calm, name, w.status(st))
+		return
+	}
+	if since < closeBound+procBound {
+		return
+	}
+	for _, p := range w.liveProcs() {
+		if s := p.brk[name].Stats(); s.State != breaker.Closed {
+			w.violate(InvClosesInTime, "the service is healthy and no fault active since %v, the store has %s %s, and %s is still %v (forced=%v, store down=%v)",
+				calm, name, w.status(st), p.alias, s.State, s.Forced, s.StoreDown)
+			return
+		}
+	}
+}
+
+// namesOpener: every process that follows an opening names the store's
+// opener and its error.
+func (w *world) namesOpener(name string, st store.Status) {
+	o := w.oracles[name]
+	if !st.Opened() || st.Forced || w.now()-o.epochAt < heard {
+		return
+	}
+	for _, p := range w.liveProcs() {
+		if w.now()-p.lastFault < clean/2 || p.started > o.epochAt {
+			continue
+		}
+		s := p.brk[name].Stats()
+		if s.StoreDown || s.Forced || s.State == breaker.Closed {
+			continue
+		}
+		w.checked[InvNamesOpener]++
+		if w.alias(s.OpenedBy) != w.alias(st.Reason.By) || s.Cause != st.Reason.Why {
+			w.violate(InvNamesOpener, "%s has %s %v opened by %q (%q); the store, since %v: %s",
+				p.alias, name, s.State, w.alias(s.OpenedBy), s.Cause, o.epochAt, w.status(st))
+			return
+		}
+	}
+}
+
+// resetEndsRamp: a Reset ends every process's slow start.
+func (w *world) resetEndsRamp(name string) {
+	o := w.oracles[name]
+	if o.lastReset < 0 || o.lastReset < o.lastRecovery || w.now()-o.lastReset < heard {
+		return
+	}
+	for _, p := range w.liveProcs() {
+		if p.lastFault >= o.lastReset-clean/2 || p.started >= o.lastReset {
+			continue
+		}
+		s := p.brk[name].Stats()
+		if s.State == breaker.Closed {
+			w.checked[InvResetEndsRamp]++
+		}
+		if s.State == breaker.Closed && !s.SlowStartUntil.IsZero() {
+			w.violate(InvResetEndsRamp, "the store reset %s at %v, and %s still ramps (admits %.2f) until %v",
+				name, o.lastReset, p.alias, s.Admitted, s.SlowStartUntil.Add(-p.skew).Sub(w.start))
+			return
+		}
+	}
+}
+
+// quiet reports whether no fault is active, or settling, in [from, to].
+func (p *Plan) quiet(from, to time.Duration) bool {
+	for _, e := range p.Events {
+		if !e.Kind.fault() {
+			continue
+		}
+		end := e.At
+		if e.Kind.span() {
+			end = e.End
+		}
+		if e.At <= to && end+settle >= from {
+			return false
+		}
+	}
+	return true
+}
+
+// calmSince returns since when the service has been healthy for every
+// replica and no fault has been active or settling; false if that is not
+// so now.
+func (p *Plan) calmSince(now time.Duration) (time.Duration, bool) {
+	var calm time.Duration
+	for _, e := range p.Events {
+		if e.At > now {
+			continue
+		}
+		end := e.At
+		if e.Kind.span() {
+			end = e.End
+		}
+		if e.Kind.fault() {
+			end += settle
+		}
+		if end > now {
+			return 0, false
+		}
+		calm = max(calm, end)
+	}
+	return calm, true
+}
