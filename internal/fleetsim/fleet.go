@@ -325,9 +325,14 @@ func (w *world) startProc(slot int, kind Kind, twinOf int) {
 	}
 	p.replica = slot*1000 + w.replicas[slot]
 	name := fmt.Sprintf("p%d", slot)
+	for _, q := range w.procs {
+		if q.slot == slot {
+			name = q.name // a restart under the same name: its last life's
+		}
+	}
 	switch kind {
 	case CrashNewName:
-		if w.replicas[slot] > 0 {
+		if p.life > 0 {
 			name = fmt.Sprintf("p%d.%d", slot, w.replicas[slot])
 		}
 	case CrashDefaultName:
@@ -355,7 +360,7 @@ func (w *world) startProc(slot int, kind Kind, twinOf int) {
 	if kind == Twin {
 		p.alias = fmt.Sprintf("twin%d(of p%d)", slot, twinOf)
 	}
-	p.h = &handle{w: w, proc: p}
+	p.h = &handle{w: w, proc: p, acquires: make(map[string]uint64), won: make(map[string]*lease)}
 	w.mu.Lock()
 	if name == "" {
 		w.aliases[p.name] = p.alias
@@ -384,7 +389,11 @@ func (w *world) startProc(slot int, kind Kind, twinOf int) {
 		}
 	}()
 	p.brk = make(map[string]*manager.Breaker)
+	// Each step of the start at an instant of its own: what the loop does
+	// for one breaker does not race with the next one's Register.
+	r := w.draws.rand(keyCaller, uint64(p.id), 1<<20)
 	for _, n := range breakerNames {
+		time.Sleep(between(r, 100*time.Microsecond, time.Millisecond))
 		cfg := manager.Config{
 			Strategy: breaker.Consecutive{Failures: Threshold},
 			Recover:  recover.BasicTimeout{Open: cmp.Or(w.plan.OpenPeriod, OpenPeriod), ProbeTimeout: ProbeTimeout},
@@ -402,6 +411,7 @@ func (w *world) startProc(slot int, kind Kind, twinOf int) {
 		}
 		p.brk[n] = b
 	}
+	time.Sleep(between(r, 100*time.Microsecond, time.Millisecond))
 	var ctx context.Context
 	ctx, p.cancel = context.WithCancel(context.Background())
 	for bi, n := range breakerNames {
@@ -540,24 +550,25 @@ func (w *world) caller(ctx context.Context, p *proc, name string, c uint64) {
 		if st := b.Stats(); st.State == breaker.Closed && st.Admitted < 1 {
 			continue
 		}
-		before := w.acquires(p)
+		before := w.acquires(p, name)
 		permit, err := b.Acquire(ctx)
 		if err != nil {
 			continue
 		}
 		var l *lease
 		if permit.Probe() {
-			l = p.h.leaseOf(before)
+			l = p.h.leaseOf(name, before)
 		}
 		permit.Release(w.serve(p, name, permit.Probe(), l, r))
 	}
 }
 
-// acquires returns how many AcquireProbe calls p's handle has made.
-func (w *world) acquires(p *proc) uint64 {
+// acquires returns how many AcquireProbe calls of breaker name p's
+// handle has made.
+func (w *world) acquires(p *proc, name string) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return p.h.acquires
+	return p.h.acquires[name]
 }
 
 // errService is what the service answers while it fails.

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -174,8 +175,9 @@ type Plan struct {
 // String returns the plan with its schedule, one event a line.
 func (p Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d processes, %d callers per breaker, %v (quiet %v), skew %v, quorum fallback %d, unchecked %v\n",
-		p.Seed, p.Procs, p.Callers, p.Duration, p.Quiet, p.Skew, p.QuorumFallback, p.Unchecked)
+	fallback := [...]string{store.FallbackLocal: "local", store.FailOpen: "fail_open", store.FailClosed: "fail_closed"}[p.QuorumFallback%3]
+	fmt.Fprintf(&b, "seed %d: %d processes, %d callers per breaker, %v (quiet %v), open period %v, skew %v, quorum fallback %s, unchecked %v\n",
+		p.Seed, p.Procs, p.Callers, p.Duration, p.Quiet, cmp.Or(p.OpenPeriod, OpenPeriod), p.Skew, fallback, p.Unchecked)
 	for i, e := range p.Events {
 		fmt.Fprintf(&b, "  %2d %v\n", i, e)
 	}
@@ -243,7 +245,7 @@ func NewPlan(seed uint64, procs int, kinds Kinds) Plan {
 			continue
 		}
 		n := 1 + r.IntN(2)
-		for range n {
+		for i := range n {
 			switch k {
 			case ServiceDown:
 				span(k, time.Second, 4*time.Second, nil, 0)
@@ -271,14 +273,19 @@ func NewPlan(seed uint64, procs int, kinds Kinds) Plan {
 				p.Events = append(p.Events, Event{Kind: k, At: between(r, 300*time.Millisecond, end)})
 			case Force:
 				// An operator forces, and resets a little later: a
-				// forcing is meant to stand until a Reset.
+				// forcing is meant to stand until a Reset. One
+				// forcing a breaker, so that its Reset lifts it and
+				// nothing else (a fleet ramping up meanwhile).
 				via := func() int {
 					if r.IntN(2) == 0 {
 						return -1
 					}
 					return r.IntN(procs)
 				}
-				name := []string{BreakerAPI, BreakerQuorum}[r.IntN(2)]
+				name := breakerNames[i]
+				if n == 1 {
+					name = breakerNames[r.IntN(2)]
+				}
 				at := between(r, 300*time.Millisecond, end-time.Second)
 				p.Events = append(p.Events,
 					Event{Kind: Force, At: at, Breaker: name, Via: via()},
@@ -296,12 +303,12 @@ func NewPlan(seed uint64, procs int, kinds Kinds) Plan {
 		at := end + between(r, settle+100*time.Millisecond, settle+time.Second)
 		p.Events = append(p.Events, Event{Kind: ServiceDown, At: at, End: at + between(r, time.Second, 2*time.Second)})
 	}
-	p.sort()
+	p.Sort()
 	return p
 }
 
-// sort puts the events in order of At.
-func (p *Plan) sort() {
+// Sort puts the events in order of At.
+func (p *Plan) Sort() {
 	slices.SortStableFunc(p.Events, func(a, b Event) int { return int(a.At - b.At) })
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,15 +47,15 @@ type handle struct {
 
 	counts sync.Map // operation -> *atomic.Uint64: the draws' keys
 
-	// Owned under w.mu: the probe lease this process's caller won last.
-	acquires uint64 // AcquireProbe calls made
-	won      *lease // the last lease granted and answered, and the call it answered
+	// Guarded by w.mu, by breaker: the AcquireProbe calls made, and the
+	// last lease granted and answered, with the call that won it.
+	acquires map[string]uint64
+	won      map[string]*lease
 }
 
 // lease is a probe lease the store granted, as the invariants see it.
 type lease struct {
 	call          uint64 // the AcquireProbe call, counted by handle.acquires
-	breaker       string
 	epoch         uint64
 	granted, ends time.Duration
 }
@@ -158,7 +159,11 @@ func (w *world) exec(h *handle, op string, run func(m *store.Memory) string) {
 		who = h.proc.alias
 	}
 	text := run(w.mem)
-	w.logf("%s %s -> %s", who, op, text)
+	if op, _, ok := strings.Cut(op, " "); ok && strings.HasPrefix(op, "status") {
+		w.logf("%s status -> %s", who, text)
+	} else {
+		w.logf("%s %s -> %s", who, op, text)
+	}
 	changes := w.changes
 	w.changes = nil
 	for _, c := range changes {
@@ -362,15 +367,15 @@ func (h *handle) AcquireProbe(ctx context.Context, name, token string, epoch uin
 	var got bool
 	var st store.Status
 	h.w.mu.Lock()
-	h.acquires++
-	call := h.acquires
+	h.acquires[name]++
+	call := h.acquires[name]
 	h.w.mu.Unlock()
 	var l *lease
 	err := h.call(ctx, "acquire", func(m *store.Memory) string {
 		got, st, _ = m.AcquireProbe(context.Background(), name, token, epoch, d)
 		if got {
 			now := h.w.now()
-			l = &lease{call: call, breaker: name, epoch: epoch, granted: now, ends: now + d}
+			l = &lease{call: call, epoch: epoch, granted: now, ends: now + d}
 		}
 		return fmt.Sprintf("%s epoch=%d lease=%v won=%v %s", name, epoch, d, got, h.w.status(st))
 	})
@@ -379,7 +384,7 @@ func (h *handle) AcquireProbe(ctx context.Context, name, token string, epoch uin
 	}
 	if l != nil {
 		h.w.mu.Lock()
-		h.won = l
+		h.won[name] = l
 		h.w.mu.Unlock()
 	}
 	return got, st, nil
@@ -390,11 +395,11 @@ func (h *handle) AcquireProbe(ctx context.Context, name, token string, epoch uin
 // lease its Acquire won, or nil for a probe that asked the store for none
 // or got an error (a local probe, by design outside the fleet's one
 // trial).
-func (h *handle) leaseOf(before uint64) *lease {
+func (h *handle) leaseOf(name string, before uint64) *lease {
 	h.w.mu.Lock()
 	defer h.w.mu.Unlock()
-	if h.acquires > before && h.won != nil && h.won.call == h.acquires {
-		return h.won
+	if l := h.won[name]; h.acquires[name] > before && l != nil && l.call == h.acquires[name] {
+		return l
 	}
 	return nil
 }
@@ -447,7 +452,9 @@ func (h *handle) ForceOpen(ctx context.Context, name string) (store.Status, erro
 // Status implements store.Store.
 func (h *handle) Status(ctx context.Context, names []string) ([]store.Status, error) {
 	var out []store.Status
-	err := h.call(ctx, "status", func(m *store.Memory) string {
+	// Keyed by the names read too: which reads a process makes at one
+	// instant may depend on the order its goroutines run in.
+	err := h.call(ctx, "status "+strings.Join(names, ","), func(m *store.Memory) string {
 		out, _ = m.Status(context.Background(), names)
 		s := ""
 		for i, st := range out {
