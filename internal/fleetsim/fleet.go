@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -577,8 +578,8 @@ var errService = fmt.Errorf("fleetsim: service unavailable")
 // serve is the service answering a call of p through breaker name: it
 // fails while the plan's service is down, or p's replica is bad. A probe
 // under lease l (nil: a local probe) is a trial call, recorded.
-func (w *world) serve(p *proc, name string, probe bool, l *lease, r interface{ Int64N(int64) int64 }) error {
-	d := time.Millisecond + time.Duration(r.Int64N(int64(24*time.Millisecond)))
+func (w *world) serve(p *proc, name string, probe bool, l *lease, r *rand.Rand) error {
+	d := between(r, time.Millisecond, 25*time.Millisecond)
 	now := w.now()
 	fails := w.plan.serviceDown(now) || w.plan.active(BadReplica, p.slot, now)
 	var t *trial

@@ -343,9 +343,6 @@ func (w *world) checkpoint() {
 	w.forcingReachesStore()
 }
 
-// settled reports whether p's link has had no fault for clean.
-func (w *world) settled(p *proc) bool { return w.now()-p.lastFault >= clean }
-
 // liveProcs returns the live processes, in order of slot.
 func (w *world) liveProcs() []*proc {
 	var list []*proc

@@ -324,5 +324,5 @@ func (p Plan) without(drop func(i int) bool) Plan {
 	return q
 }
 
-// rnd is the plan's draws.
+// draws returns the plan's draws.
 func (p Plan) draws() draws { return draws{p.Seed} }

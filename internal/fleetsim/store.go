@@ -159,11 +159,10 @@ func (w *world) exec(h *handle, op string, run func(m *store.Memory) string) {
 		who = h.proc.alias
 	}
 	text := run(w.mem)
-	if op, _, ok := strings.Cut(op, " "); ok && strings.HasPrefix(op, "status") {
-		w.logf("%s status -> %s", who, text)
-	} else {
-		w.logf("%s %s -> %s", who, op, text)
+	if strings.HasPrefix(op, "status ") {
+		op = "status" // the names read are in the text
 	}
+	w.logf("%s %s -> %s", who, op, text)
 	changes := w.changes
 	w.changes = nil
 	for _, c := range changes {
@@ -193,7 +192,7 @@ func (w *world) deliver(c store.Change) {
 			at = now + between(r, minLateChange, maxLateChange)
 		case DupChanges:
 			w.faultedLocked(p, "change %s %s epoch=%d twice", c.Name, c.Kind, c.Epoch)
-			s.send(w, c, max(at, s.last+time.Microsecond)+between(r, time.Millisecond, 50*time.Millisecond), false)
+			s.send(w, c, max(at, s.last+time.Microsecond)+between(r, time.Millisecond, 50*time.Millisecond))
 			fallthrough
 		default:
 			at = max(at, s.last+time.Microsecond)
@@ -202,7 +201,7 @@ func (w *world) deliver(c store.Change) {
 		if until, ok := w.plan.paused(p.slot, at); ok {
 			at = until + (at - now)
 		}
-		s.send(w, c, at, true)
+		s.send(w, c, at)
 	}
 }
 
@@ -220,7 +219,7 @@ type sub struct {
 
 // send delivers c to the subscription at instant at (the world's lock is
 // held).
-func (s *sub) send(w *world, c store.Change, at time.Duration, _ bool) {
+func (s *sub) send(w *world, c store.Change, at time.Duration) {
 	time.AfterFunc(at-w.now(), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
