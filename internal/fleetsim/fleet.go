@@ -85,8 +85,10 @@ type proc struct {
 	started time.Duration
 
 	// Guarded by the world's lock.
-	alive     bool
-	lastFault time.Duration // when a fault last touched it
+	alive      bool
+	lastFault  time.Duration              // when a fault last touched it
+	recoveries map[string][]time.Duration // when its probes succeeded, by breaker
+	closings   map[string][]time.Duration // when a Closed change reached it, by breaker
 }
 
 // world is one run: the store, the processes, the log and the
@@ -315,7 +317,7 @@ func (w *world) liveProc(slot int) *proc {
 func (w *world) startProc(slot int, kind Kind, twinOf int) {
 	w.mu.Lock()
 	w.nextID++
-	p := &proc{slot: slot, id: w.nextID, started: w.now()}
+	p := &proc{slot: slot, id: w.nextID, started: w.now(), recoveries: make(map[string][]time.Duration), closings: make(map[string][]time.Duration)}
 	for _, q := range w.procs {
 		if q.slot == slot {
 			p.life = q.life + 1
@@ -591,6 +593,9 @@ func (w *world) serve(p *proc, name string, probe bool, l *lease, r *rand.Rand) 
 	w.calls++
 	if t != nil {
 		w.trialEnds(t)
+	}
+	if probe && !fails {
+		p.recoveries[name] = append(p.recoveries[name], w.now())
 	}
 	w.mu.Unlock()
 	if fails {

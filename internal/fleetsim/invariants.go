@@ -25,6 +25,7 @@ const (
 	InvQuorum              = "quorum-opens-as-the-rule-allows"
 	InvNamesOpener         = "every-process-names-the-opener"
 	InvResetEndsRamp       = "reset-ends-every-ramp"
+	InvRampEarned          = "a-ramp-follows-a-recovery"
 	InvOpensInTime         = "opens-within-a-bound"
 	InvClosesInTime        = "closes-within-a-bound"
 )
@@ -48,6 +49,9 @@ const (
 	// clean link (for clean/2) has heard of it: a change's delivery, or
 	// a resync.
 	heard = Resync + 100*time.Millisecond
+	// rampSlack is how far a process's slow start may begin from the
+	// store's: the delays of the change or the read that told it.
+	rampSlack = 50 * time.Millisecond
 )
 
 // Violation is an invariant a run broke.
@@ -99,6 +103,7 @@ type oracle struct {
 	// lastReset and lastRecovery are when the store last executed a
 	// Reset and a successful probe's verdict; -1: never.
 	lastReset, lastRecovery time.Duration
+	recoveries              []time.Duration // every successful probe's verdict the store applied
 	life                    uint64
 	// carried is set while the fleet was open when the store lost its
 	// data and has not closed since: re-opening it in the store's new
@@ -172,6 +177,7 @@ func (w *world) runEnded(name string) {
 func (w *world) recovered(name string) {
 	o := w.oracles[name]
 	o.run, o.lastRecovery, o.carried = nil, w.now(), false
+	o.recoveries = append(o.recoveries, w.now())
 }
 
 // wasReset is a Reset the store executed.
@@ -339,6 +345,7 @@ func (w *world) checkpoint() {
 		w.closesInTime(name, st)
 		w.namesOpener(name, st)
 		w.resetEndsRamp(name)
+		w.rampEarned(name)
 	}
 	w.forcingReachesStore()
 }
@@ -454,6 +461,31 @@ func (w *world) resetEndsRamp(name string) {
 		if s.State == breaker.Closed && !s.SlowStartUntil.IsZero() {
 			w.violate(InvResetEndsRamp, "the store reset %s at %v, and %s still ramps (admits %.2f) until %v",
 				name, o.lastReset, p.alias, s.Admitted, s.SlowStartUntil.Add(-p.skew).Sub(w.start))
+			return
+		}
+	}
+}
+
+// rampEarned: a process ramps up (a slow start) only after a recovery, a
+// successful probe's verdict in the store or its own probe's
+// success, and from it, or from when the change that says so reached it
+// (a process counts a duration the store gives it from its arrival).
+func (w *world) rampEarned(name string) {
+	o := w.oracles[name]
+	for _, p := range w.liveProcs() {
+		if w.now()-p.lastFault < heard {
+			continue
+		}
+		s := p.brk[name].Stats()
+		if s.State != breaker.Closed || s.SlowStartUntil.IsZero() {
+			continue
+		}
+		w.checked[InvRampEarned]++
+		begin := s.SlowStartUntil.Add(-p.skew).Sub(w.start) - SlowStart
+		near := func(r time.Duration) bool { return r-rampSlack <= begin && begin <= r+rampSlack }
+		if !slices.ContainsFunc(o.recoveries, near) && !slices.ContainsFunc(p.recoveries[name], near) && !slices.ContainsFunc(p.closings[name], near) {
+			w.violate(InvRampEarned, "%s ramps up %s from %v to %v, and no probe's verdict closed it in the store then (recoveries at %v), nor its own probe (at %v), nor did a closing reach it then (at %v)",
+				p.alias, name, begin, begin+SlowStart, o.recoveries, p.recoveries[name], p.closings[name])
 			return
 		}
 	}

@@ -221,6 +221,11 @@ type sub struct {
 // held).
 func (s *sub) send(w *world, c store.Change, at time.Duration) {
 	time.AfterFunc(at-w.now(), func() {
+		if c.Kind == store.Closed {
+			w.mu.Lock()
+			s.proc.closings[c.Name] = append(s.proc.closings[c.Name], w.now())
+			w.mu.Unlock()
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.done {
