@@ -38,8 +38,8 @@ const (
 	// clean is how long a process's link must have been free of faults
 	// for the invariants of what it follows to hold of it.
 	clean = 2 * time.Second
-	// openBound is how long after the fleet's count crosses its
-	// threshold the store must be open.
+	// openBound is how long after a process is told that the fleet's
+	// count crossed its threshold the store must be open.
 	openBound = 1500 * time.Millisecond
 	// closeBound is how long after the service heals (and faults end)
 	// the store must be closed; every process, procBound after that.
@@ -96,7 +96,7 @@ type oracle struct {
 	run       []share
 	lastFail  time.Duration
 	justified map[[2]uint64]bool // (store life, epoch) whose count reached the threshold
-	crossing  *crossing
+	crossing  *crossing          // the threshold's crossing, as processes were told of it
 	forced    bool
 	epoch     uint64
 	epochAt   time.Duration
@@ -117,11 +117,11 @@ type share struct {
 	failures int64
 }
 
-// crossing is the instant the fleet's count reached its threshold in a
-// closed epoch.
+// crossing is the fleet's count reaching its threshold in a closed epoch,
+// and when the verdict that says so reached each process told of it.
 type crossing struct {
 	epoch uint64
-	at    time.Duration
+	by    map[*proc]time.Duration
 }
 
 func newOracle() *oracle {
@@ -162,8 +162,20 @@ func (w *world) failureRecorded(p *proc, name string, pol store.Policy, failures
 		return
 	}
 	o.justified[[2]uint64{o.life, v.Epoch}] = true
-	if !v.Opened() && o.crossing == nil {
-		o.crossing = &crossing{epoch: v.Epoch, at: now}
+}
+
+// toldCrossing is a failure report's verdict reaching p: if it says the
+// fleet's count trips the breaker in a closed epoch, the fleet must open.
+func (w *world) toldCrossing(p *proc, name string, pol store.Policy, v store.Verdict) {
+	if v.Opened() || !pol.Trips(v) {
+		return
+	}
+	o := w.oracles[name]
+	if o.crossing == nil || o.crossing.epoch != v.Epoch {
+		o.crossing = &crossing{epoch: v.Epoch, by: make(map[*proc]time.Duration)}
+	}
+	if _, ok := o.crossing.by[p]; !ok {
+		o.crossing.by[p] = w.now()
 	}
 }
 
@@ -251,7 +263,7 @@ func (w *world) storeChanged() {
 			if o.crossing != nil {
 				w.checked[InvOpensInTime]++ // and it held
 			}
-			o.epoch, o.epochAt, o.crossing = st.Epoch, now, nil
+			o.epoch, o.epochAt = st.Epoch, now
 		}
 		w.forcingStands(name, st)
 	}
@@ -377,20 +389,31 @@ func (w *world) forcingReachesStore() {
 	}
 }
 
-// opensInTime: the fleet opens within openBound of its count crossing the
-// threshold, or of the faults' end (and settling) if some were active.
+// opensInTime: the fleet opens within openBound of a process being told
+// that its count crossed the threshold, while that process's link is
+// clean (whatever happens to the others': the crosser may be the one cut
+// off).
 func (w *world) opensInTime(name string, st store.Status) {
-	c := w.oracles[name].crossing
-	if c == nil || w.now()-c.at < openBound || !w.plan.quiet(w.now()-openBound, w.now()) {
+	o := w.oracles[name]
+	c := o.crossing
+	if c == nil {
 		return
 	}
-	w.checked[InvOpensInTime]++
 	if st.Epoch != c.epoch {
-		w.oracles[name].crossing = nil
+		o.crossing = nil
 		return
 	}
-	w.violate(InvOpensInTime, "the fleet's count of %s crossed its threshold in epoch %d at %v, and the store is still %s", name, c.epoch, c.at, w.status(st))
-	w.oracles[name].crossing = nil
+	for _, p := range w.liveProcs() {
+		at, ok := c.by[p]
+		if !ok || p.lastFault >= at || w.now()-at < openBound {
+			continue
+		}
+		w.checked[InvOpensInTime]++
+		w.violate(InvOpensInTime, "%s was told at %v that the fleet's count of %s crossed its threshold in epoch %d, its link has been clean since, and the store is still %s",
+			p.alias, at, name, c.epoch, w.status(st))
+		o.crossing = nil
+		return
+	}
 }
 
 // closesInTime: once the service is healthy and no fault is active, the
@@ -489,23 +512,6 @@ func (w *world) rampEarned(name string) {
 			return
 		}
 	}
-}
-
-// quiet reports whether no fault is active, or settling, in [from, to].
-func (p *Plan) quiet(from, to time.Duration) bool {
-	for _, e := range p.Events {
-		if !e.Kind.fault() {
-			continue
-		}
-		end := e.At
-		if e.Kind.span() {
-			end = e.End
-		}
-		if e.At <= to && end+settle >= from {
-			return false
-		}
-	}
-	return true
 }
 
 // calmSince returns since when the service has been healthy for every

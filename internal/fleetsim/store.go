@@ -330,6 +330,9 @@ func (h *handle) RecordFailure(ctx context.Context, name string, p store.Policy,
 	if err != nil {
 		return store.Verdict{}, err
 	}
+	h.w.mu.Lock()
+	h.w.toldCrossing(h.proc, name, p, v)
+	h.w.mu.Unlock()
 	return v, nil
 }
 
