@@ -598,6 +598,10 @@ func (w *world) serve(p *proc, name string, probe bool, l *lease, r *rand.Rand) 
 		p.recoveries[name] = append(p.recoveries[name], w.now())
 	}
 	w.mu.Unlock()
+	if e, ok := w.plan.spanOf(CanceledProbes, p.slot, now); probe && ok && r.Float64() < e.Rate {
+		w.note("%s trial %s canceled by its caller", p.alias, name)
+		return context.Canceled
+	}
 	if fails {
 		return errService
 	}

@@ -26,6 +26,7 @@ const (
 	InvNamesOpener         = "every-process-names-the-opener"
 	InvResetEndsRamp       = "reset-ends-every-ramp"
 	InvRampEarned          = "a-ramp-follows-a-recovery"
+	InvGivenBackCostsOne   = "a-given-back-lease-costs-one-request"
 	InvOpensInTime         = "opens-within-a-bound"
 	InvClosesInTime        = "closes-within-a-bound"
 )
@@ -105,6 +106,9 @@ type oracle struct {
 	lastReset, lastRecovery time.Duration
 	recoveries              []time.Duration // every successful probe's verdict the store applied
 	life                    uint64
+	// given is the lease last given back, while the fleet asks for the
+	// next.
+	given *givenBack
 	// carried is set while the fleet was open when the store lost its
 	// data and has not closed since: re-opening it in the store's new
 	// life restores an opening its count allowed.
@@ -251,6 +255,54 @@ func (w *world) quorumAllows(p *proc, name string, epoch uint64, before store.St
 		}
 	}
 	w.violate(InvQuorum, "%s opened %s in epoch %d on a run of %v (by replica), short of Threshold %d without the %d largest", p.alias, name, epoch, o.run, Threshold, q-1)
+}
+
+// givenBack is a probe lease given back (a probe released as ignored), and
+// the processes that asked for a lease of its epoch since.
+type givenBack struct {
+	epoch  uint64
+	at     time.Duration
+	askers map[*proc]bool
+}
+
+// givenWindow is how long after a lease is given back the invariant
+// counts the requests for the next: past the longest lag.
+const givenWindow = 300 * time.Millisecond
+
+// givenBack is a Resolve that gave the lease back.
+func (w *world) givenBack(name string, epoch uint64) {
+	w.oracles[name].given = &givenBack{epoch: epoch, at: w.now(), askers: make(map[*proc]bool)}
+}
+
+// leaseAsked is an AcquireProbe the store executed.
+func (w *world) leaseAsked(p *proc, name string, epoch uint64, got bool) {
+	o := w.oracles[name]
+	g := o.given
+	if g == nil || g.epoch != epoch || w.now()-g.at > givenWindow {
+		o.given = nil
+		return
+	}
+	g.askers[p] = true
+	w.givenBackCostsOne(name, g)
+	if got {
+		w.checked[InvGivenBackCostsOne]++
+		o.given = nil
+	}
+}
+
+// givenBackCostsOne: a given-back lease costs one request, not one per
+// process (a few may cross, each asking as its lag ends before it hears
+// of the other's lease).
+func (w *world) givenBackCostsOne(name string, g *givenBack) {
+	if len(g.askers) > w.plan.Procs/2 {
+		var who []string
+		for p := range g.askers {
+			who = append(who, p.alias)
+		}
+		slices.Sort(who)
+		w.violate(InvGivenBackCostsOne, "the lease of %s in epoch %d was given back at %v, and %d processes asked for the next: %v",
+			name, g.epoch, g.at, len(g.askers), who)
+	}
 }
 
 // storeChanged runs after every operation of the store.

@@ -77,7 +77,11 @@ const (
 	// handle (or on the store, Via < 0) at At, while the fleet ramps up
 	// after the service healed.
 	RampReset
-	numKinds = iota
+	// CanceledProbes: from At to End, a share Rate of the trial calls of
+	// Procs are canceled by their callers (context.Canceled), and so
+	// released as ignored: the lease is given back.
+	CanceledProbes
+	numKinds = iota + 1
 )
 
 var kindNames = [...]string{
@@ -86,6 +90,7 @@ var kindNames = [...]string{
 	LateChanges: "late-changes", Partition: "partition", Pause: "pause", Crash: "crash",
 	CrashNewName: "crash-new-name", CrashDefaultName: "crash-default-name", Twin: "twin",
 	DataLoss: "data-loss", Force: "force", Reset: "reset", SlowReplies: "slow-replies", RampReset: "ramp-reset",
+	CanceledProbes: "canceled-probes",
 }
 
 // String returns the kind's name, as a schedule prints it.
@@ -107,7 +112,7 @@ func (k Kind) span() bool {
 
 // fault reports whether an event of kind k is a fault: while one is
 // active (and for a settling time after), the liveness invariants wait.
-func (k Kind) fault() bool { return k != ServiceDown && k != BadReplica }
+func (k Kind) fault() bool { return k != ServiceDown && k != BadReplica && k != CanceledProbes }
 
 // Event is one event of a schedule.
 type Event struct {
@@ -257,6 +262,8 @@ func NewPlan(seed uint64, procs int, kinds Kinds) Plan {
 				}
 			case BadReplica:
 				span(k, time.Second, 4*time.Second, some(1), 0)
+			case CanceledProbes:
+				span(k, time.Second, 4*time.Second, some(2+r.IntN(6)), 0.3+0.6*r.Float64())
 			case LateReplies, LostReplies, SlowReplies:
 				span(k, 300*time.Millisecond, 2*time.Second, some(1+r.IntN(3)), 0.2+0.6*r.Float64())
 			case LostChanges, DupChanges, LateChanges:

@@ -380,6 +380,7 @@ func (h *handle) AcquireProbe(ctx context.Context, name, token string, epoch uin
 	var l *lease
 	err := h.call(ctx, "acquire", func(m *store.Memory) string {
 		got, st, _ = m.AcquireProbe(context.Background(), name, token, epoch, d)
+		h.w.leaseAsked(h.proc, name, epoch, got)
 		if got {
 			now := h.w.now()
 			l = &lease{call: call, epoch: epoch, granted: now, ends: now + d}
@@ -417,8 +418,11 @@ func (h *handle) Resolve(ctx context.Context, name, token string, epoch uint64, 
 	var applied bool
 	err := h.call(ctx, "resolve", func(m *store.Memory) string {
 		st, applied, _ = m.Resolve(context.Background(), name, token, epoch, o, reopen, why)
-		if applied && o == classify.Success {
+		switch {
+		case applied && o == classify.Success:
 			h.w.recovered(name)
+		case applied && o == classify.Ignore:
+			h.w.givenBack(name, epoch)
 		}
 		return fmt.Sprintf("%s epoch=%d %v applied=%v %s", name, epoch, o, applied, h.w.status(st))
 	})
