@@ -198,7 +198,7 @@ func Run(plan Plan) Result {
 	r := w.draws.rand(keyCaller, 0)
 	for slot := range plan.Procs {
 		time.Sleep(between(r, time.Millisecond, 5*time.Millisecond))
-		w.startProc(slot, Crash, -1)
+		w.startProc(slot, Crash, -1) // under its own name
 	}
 	done := make(chan struct{})
 	w.spawn(func() { w.checkpoints(done) })
@@ -247,7 +247,6 @@ func (w *world) timeline() []action {
 	}
 	twins := 0
 	for _, e := range w.plan.Events {
-		e := e
 		switch e.Kind {
 		case Partition:
 			add(e.At, e.String(), func() {

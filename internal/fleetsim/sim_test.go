@@ -78,7 +78,7 @@ func seeds(t *testing.T, n int) []uint64 {
 // event. A failing seed is replayed and shrunk; FUSEBOX_SIM_SEED=n replays
 // seed n alone, printing its schedule and, with -v, its log.
 func TestFleetSimulator(t *testing.T) {
-	list := seeds(t, 150)
+	list := seeds(t, 120)
 	start := time.Now()
 	var calls, trials int
 	checked := map[string]int{}
