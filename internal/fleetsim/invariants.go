@@ -565,27 +565,3 @@ func (w *world) rampEarned(name string) {
 		}
 	}
 }
-
-// calmSince returns since when the service has been healthy for every
-// replica and no fault has been active or settling; false if that is not
-// so now.
-func (p *Plan) calmSince(now time.Duration) (time.Duration, bool) {
-	var calm time.Duration
-	for _, e := range p.Events {
-		if e.At > now {
-			continue
-		}
-		end := e.At
-		if e.Kind.span() {
-			end = e.End
-		}
-		if e.Kind.fault() {
-			end += settle
-		}
-		if end > now {
-			return 0, false
-		}
-		calm = max(calm, end)
-	}
-	return calm, true
-}

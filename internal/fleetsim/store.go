@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -481,48 +480,3 @@ func (h *handle) Status(ctx context.Context, names []string) ([]store.Status, er
 
 // Check implements store.Store: the store holds any name.
 func (h *handle) Check(string) error { return nil }
-
-// replyFault returns the fault the plan draws for a reply to slot at now
-// (zero: none).
-func (p *Plan) replyFault(slot int, now time.Duration, r *rand.Rand) Kind {
-	for _, k := range []Kind{LateReplies, LostReplies, SlowReplies} {
-		if e, ok := p.spanOf(k, slot, now); ok && r.Float64() < e.Rate {
-			return k
-		}
-	}
-	return 0
-}
-
-// changeFault returns the fault the plan draws for a change delivered to
-// slot at now (zero: none).
-func (p *Plan) changeFault(slot int, now time.Duration, r *rand.Rand) Kind {
-	for _, k := range []Kind{LostChanges, LateChanges, DupChanges} {
-		if e, ok := p.spanOf(k, slot, now); ok && r.Float64() < e.Rate {
-			return k
-		}
-	}
-	return 0
-}
-
-// spanOf returns the span of kind k active for slot at now.
-func (p *Plan) spanOf(k Kind, slot int, now time.Duration) (Event, bool) {
-	for _, e := range p.Events {
-		if e.Kind == k && e.At <= now && now < e.End && slices.Contains(e.Procs, slot) {
-			return e, true
-		}
-	}
-	return Event{}, false
-}
-
-// active reports whether a span of kind k holds slot at now.
-func (p *Plan) active(k Kind, slot int, now time.Duration) bool {
-	_, ok := p.spanOf(k, slot, now)
-	return ok
-}
-
-// paused returns the end of the pause that holds slot at now, if one
-// does.
-func (p *Plan) paused(slot int, now time.Duration) (time.Duration, bool) {
-	e, ok := p.spanOf(Pause, slot, now)
-	return e.End, ok
-}
