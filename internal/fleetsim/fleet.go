@@ -88,6 +88,7 @@ type proc struct {
 	lastFault  time.Duration              // when a fault last touched it
 	recoveries map[string][]time.Duration // when its probes succeeded, by breaker
 	closings   map[string][]time.Duration // when a Closed change reached it, by breaker
+	openedBy   map[string]error           // the Err of its last transition to open, by breaker
 }
 
 // world is one run: the store, the processes, the log and the
@@ -315,7 +316,7 @@ func (w *world) liveProc(slot int) *proc {
 func (w *world) startProc(slot int, kind Kind, twinOf int) {
 	w.mu.Lock()
 	w.nextID++
-	p := &proc{slot: slot, id: w.nextID, started: w.now(), recoveries: make(map[string][]time.Duration), closings: make(map[string][]time.Duration)}
+	p := &proc{slot: slot, id: w.nextID, started: w.now(), recoveries: make(map[string][]time.Duration), closings: make(map[string][]time.Duration), openedBy: make(map[string]error)}
 	for _, q := range w.procs {
 		if q.slot == slot {
 			p.life = q.life + 1
@@ -438,6 +439,9 @@ func (w *world) event(p *proc, e manager.Event) {
 		text += fmt.Sprintf(" until=%v", e.Until.Add(-p.skew).Sub(w.start))
 	}
 	w.logf("%s event %s", p.alias, text)
+	if e.Kind == manager.EventTransition && e.Transition.To == breaker.Open {
+		p.openedBy[e.Name] = e.Err
+	}
 }
 
 // stopProc stops p (nil: nothing): its callers, then its manager.

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -516,7 +517,28 @@ func (w *world) namesOpener(name string, st store.Status) {
 				p.alias, name, s.State, w.alias(s.OpenedBy), s.Cause, o.epochAt, w.status(st))
 			return
 		}
+		if err := p.openedBy[name]; !w.namesReason(p, err, st.Reason) {
+			w.violate(InvNamesOpener, "%s's last event of %s opening says %v; the store, since %v: %s",
+				p.alias, name, err, o.epochAt, w.status(st))
+			return
+		}
 	}
+}
+
+// namesReason reports whether err, of p's event of an opening, says what
+// the store's reason r says: the opener's own error in the opener, an
+// *breaker.OpenedError naming the opener and its error in the others.
+func (w *world) namesReason(p *proc, err error, r store.Reason) bool {
+	var o *breaker.OpenedError
+	switch {
+	case errors.As(err, &o):
+		return w.alias(o.By) == w.alias(r.By) && o.Text == r.Why
+	case w.alias(r.By) != w.alias(p.name):
+		return false
+	case err == nil:
+		return r.Why == ""
+	}
+	return store.OneLine(err.Error(), store.MaxWhy) == r.Why
 }
 
 // resetEndsRamp: a Reset ends every process's slow start.
