@@ -965,9 +965,11 @@ func (s *State) applied(m Applied, a *Actions) {
 			a.Change = Hold{Gen: m.Gen}
 		case s.Fallback == store.FailClosed && (m.To == breaker.HalfOpen || m.To == breaker.Probing):
 			a.Change = Move{Gen: m.Gen, State: breaker.Open}
-		case opened && s.Fallback == store.FallbackLocal:
+		case opened && s.Fallback == store.FallbackLocal && epoch%2 == 0:
 			// A trip of the fleet's count: the fleet hears of it
-			// when the store answers (answered).
+			// when the store answers (answered). (In an opened
+			// epoch, one this process left on its own fallback,
+			// the fleet is open already, or moved on.)
 			s.Trip = OwnTrip{Kind: TripOutage, Gen: m.Gen, Epoch: epoch, Until: until}
 		}
 		return
@@ -1025,6 +1027,12 @@ func (s *State) fallBack(v View, err error, a *Actions) {
 		return
 	}
 	a.loop(Lost{Err: err})
+	if s.Force.Kind == ForceSending {
+		// The forcing's answer may never come: it is this process's
+		// again, and the next return forces the fleet (forcing a
+		// forced breaker changes nothing).
+		s.Force.Kind = ForcePending
+	}
 	if w := s.Trip; w.Kind == TripAwaiting {
 		// The opening it awaited may never be heard of now: the fleet
 		// hears of this process's trip when the store answers.

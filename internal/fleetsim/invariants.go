@@ -248,11 +248,13 @@ func (w *world) quorumAllows(p *proc, name string, epoch uint64, before store.St
 	if q <= 1 || o.allowed(q) || o.justified[[2]uint64{o.life, epoch}] || o.carried {
 		return
 	}
-	if epoch > before.Epoch {
-		for k := range o.justified {
-			if k[1] == epoch {
-				return // adopted: a count of the store's life before
-			}
+	for k := range o.justified {
+		// Adopted, or opened after the store lost its data: a count of
+		// the store's life before, which the opener's verdict saw (a
+		// trip decided before the loss opens the epoch it was decided
+		// in, which the emptied store is in again).
+		if k[1] == epoch && (epoch > before.Epoch || k[0] < o.life) {
+			return
 		}
 	}
 	w.violate(InvQuorum, "%s opened %s in epoch %d on a run of %v (by replica), short of Threshold %d without the %d largest", p.alias, name, epoch, o.run, Threshold, q-1)
@@ -565,8 +567,9 @@ func (w *world) resetEndsRamp(name string) {
 
 // rampEarned: a process ramps up (a slow start) only after a recovery, a
 // successful probe's verdict in the store or its own probe's
-// success, and from it, or from when the change that says so reached it
-// (a process counts a duration the store gives it from its arrival).
+// success, and from it, or from when the change or the reply that says so
+// reached it (a process counts a duration the store gives it from its
+// arrival).
 func (w *world) rampEarned(name string) {
 	o := w.oracles[name]
 	for _, p := range w.liveProcs() {
@@ -580,7 +583,15 @@ func (w *world) rampEarned(name string) {
 		w.checked[InvRampEarned]++
 		begin := s.SlowStartUntil.Add(-p.skew).Sub(w.start) - SlowStart
 		near := func(r time.Duration) bool { return r-rampSlack <= begin && begin <= r+rampSlack }
-		if !slices.ContainsFunc(o.recoveries, near) && !slices.ContainsFunc(p.recoveries[name], near) && !slices.ContainsFunc(p.closings[name], near) {
+		// A reply slow or late past the recovery tells this process of
+		// it that much later (a process counts a duration from the
+		// reply's arrival, never earlier than the store): its ramp
+		// begins as late, up to the slowest reply.
+		late := func(r time.Duration) bool {
+			return r-rampSlack <= begin && begin <= r+StoreTimeout+300*time.Millisecond+rampSlack && p.lastFault >= r-rampSlack
+		}
+		if !slices.ContainsFunc(o.recoveries, near) && !slices.ContainsFunc(p.recoveries[name], near) && !slices.ContainsFunc(p.closings[name], near) &&
+			!slices.ContainsFunc(o.recoveries, late) {
 			w.violate(InvRampEarned, "%s ramps up %s from %v to %v, and no probe's verdict closed it in the store then (recoveries at %v), nor its own probe (at %v), nor did a closing reach it then (at %v)",
 				p.alias, name, begin, begin+SlowStart, o.recoveries, p.recoveries[name], p.closings[name])
 			return
