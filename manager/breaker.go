@@ -48,7 +48,7 @@ type Breaker struct {
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
-	early    []note
+	slot     int    // its index in Manager.list; guarded by Manager.mu
 	dropped  atomic.Uint64
 }
 

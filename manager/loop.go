@@ -128,7 +128,9 @@ func (m *Manager) handle(b *Breaker, s machine.Step) { m.handleNote(note{b: b, s
 
 // handleNote takes a breaker's steps in generation order. A caller may be
 // overtaken between its compare-and-swap and its send, so a step can arrive
-// before the one it follows; it waits in b.early until then.
+// before the one it follows; it waits in m.early until then. Such steps are
+// rare, so they wait in the manager's map rather than in a field every
+// breaker would pay for.
 func (m *Manager) handleNote(n note) {
 	b := n.b
 	if b.removed {
@@ -140,25 +142,34 @@ func (m *Manager) handleNote(n note) {
 	}
 	if n.step.Gen != b.nextGen {
 		if n.step.Gen > b.nextGen {
-			b.early = append(b.early, n)
+			if m.early == nil {
+				m.early = make(map[*Breaker][]note)
+			}
+			m.early[b] = append(m.early[b], n)
 		}
 		return
 	}
 	m.applyNext(n)
-	for len(b.early) > 0 {
+	if len(m.early) == 0 {
+		return
+	}
+	early := m.early[b]
+	for len(early) > 0 {
 		i := 0
-		for i < len(b.early) && b.early[i].step.Gen != b.nextGen {
+		for i < len(early) && early[i].step.Gen != b.nextGen {
 			i++
 		}
-		if i == len(b.early) {
-			return
+		if i == len(early) {
+			break
 		}
-		n := b.early[i]
-		b.early = append(b.early[:i], b.early[i+1:]...)
+		n := early[i]
+		early = append(early[:i], early[i+1:]...)
 		m.applyNext(n)
 	}
-	if cap(b.early) > 0 && len(b.early) == 0 {
-		b.early = nil
+	if len(early) == 0 {
+		delete(m.early, b)
+	} else {
+		m.early[b] = early
 	}
 }
 
@@ -271,6 +282,7 @@ func (m *Manager) register(req registerReq) {
 	}
 	m.mu.Lock()
 	m.byName[name] = b
+	b.slot = len(m.list)
 	m.list = append(m.list, b)
 	m.mu.Unlock()
 	req.reply <- nil
@@ -300,7 +312,9 @@ func (m *Manager) shutdown() {
 	m.halted = true
 	m.stopStores()
 	for _, b := range m.list {
-		b.mach.Halt()
+		if b != nil {
+			b.mach.Halt()
+		}
 	}
 	for _, sub := range m.subs {
 		sub.end()

@@ -151,19 +151,31 @@ type Manager struct {
 
 	stores stores // the hubs of shared breakers, and their store calls (hub.go)
 
-	mu     sync.RWMutex // guards byName and list, written only by the loop
+	mu     sync.RWMutex // guards byName, list and holes, written only by the loop
 	byName map[string]*Breaker
-	list   []*Breaker
+	// list holds the breakers in the order they were registered, each at
+	// its Breaker.slot; a removed breaker leaves a nil hole, and the list
+	// is compacted once holes are half of it, so that Remove is O(1)
+	// amortized and keeps the order.
+	list  []*Breaker
+	holes int
+
+	groupsMu sync.Mutex
+	groups   map[string]bool // the names of the groups made by Group
 
 	// Owned by the loop.
-	timers   timerHeap
-	timer    *clock.Timer
-	armed    bool      // the timer is set, for armedAt
-	armedAt  time.Time // the deadline the timer is set for
-	subs     []*subscriber
-	restarts []time.Time
-	faults   []fault // callbacks that panicked; restart before the next request
-	halted   bool
+	early  map[*Breaker][]note // steps that came before the one they follow (handleNote)
+	timers timerHeap
+	// goneTimers counts the removals since the heap was last rid of the
+	// deadlines removed breakers leave (see forget).
+	goneTimers int
+	timer      *clock.Timer
+	armed      bool      // the timer is set, for armedAt
+	armedAt    time.Time // the deadline the timer is set for
+	subs       []*subscriber
+	restarts   []time.Time
+	faults     []fault // callbacks that panicked; restart before the next request
+	halted     bool
 
 	// Supervision.
 	restartOne    bool
@@ -283,8 +295,16 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.registerValid(name, cfg, custom == nil)
+}
+
+// registerValid is Register for a name and a Config validateConfig
+// accepted (with its defaults filled in); defaultClassify says that the
+// Config's Classify was nil.
+func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool) (*Breaker, error) {
+	var err error
 	b := &Breaker{mgr: m, rec: cfg.Recover, truth: theLocal}
-	b.setClassifier(cfg.Classify, custom == nil)
+	b.setClassifier(cfg.Classify, defaultClassify)
 	b.setTiming(cfg)
 	b.dryRun.Store(cfg.DryRun)
 	var sh *shared
@@ -347,7 +367,13 @@ func (m *Manager) Breakers() []*Breaker {
 	m.started()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return append([]*Breaker(nil), m.list...)
+	bs := make([]*Breaker, 0, len(m.list)-m.holes)
+	for _, b := range m.list {
+		if b != nil {
+			bs = append(bs, b)
+		}
+	}
+	return bs
 }
 
 // Sync returns once the manager has handled every request and transition

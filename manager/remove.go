@@ -2,13 +2,17 @@ package manager
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
 
+// removeReq asks the loop to remove the breaker registered under name, or,
+// when bs is not nil, each breaker of bs that is still registered (a
+// Group's evictions, which go by handle: a name may have been registered
+// again since).
 type removeReq struct {
 	name  string
+	bs    []*Breaker
 	reply chan bool
 }
 
@@ -26,10 +30,25 @@ type removeReq struct {
 // name may be registered again at once: that is a new breaker, closed, with
 // fresh counts and a new handle.
 //
+// Remove takes the same time however many breakers the manager holds: it
+// scans no list, and a timer the breaker had left is skipped when it comes
+// due, as a timer of a generation that has passed is.
+//
 // Once the manager has stopped, Remove does nothing and returns false.
 func (m *Manager) Remove(name string) bool {
 	m.started()
-	req := removeReq{name: name, reply: make(chan bool, 1)}
+	return m.removeReq(removeReq{name: name, reply: make(chan bool, 1)})
+}
+
+// removeAll removes each breaker of bs that is still registered, in one
+// round trip to the loop.
+func (m *Manager) removeAll(bs []*Breaker) {
+	if len(bs) > 0 {
+		m.removeReq(removeReq{bs: bs, reply: make(chan bool, 1)})
+	}
+}
+
+func (m *Manager) removeReq(req removeReq) bool {
 	select {
 	case m.removec <- req:
 	case <-m.done:
@@ -38,32 +57,78 @@ func (m *Manager) Remove(name string) bool {
 	return awaitReply(m, req.reply, false)
 }
 
-// remove is Remove on the loop. The machine is removed first, so that no
-// caller can make a transition after it; a step some caller made before
-// and has not handed over yet is dropped when it comes (handleNote).
+// remove is Remove on the loop.
 func (m *Manager) remove(req removeReq) {
-	b, ok := m.byName[req.name]
-	if !ok {
-		req.reply <- false
+	if req.bs != nil {
+		for _, b := range req.bs {
+			if m.byName[b.Name()] == b {
+				m.forget(b)
+			}
+		}
+		req.reply <- true
 		return
 	}
+	b, ok := m.byName[req.name]
+	if ok {
+		m.forget(b)
+	}
+	req.reply <- ok
+}
+
+// forget removes the registered breaker b. The machine is removed first,
+// so that no caller can make a transition after it; a step some caller
+// made before and has not handed over yet is dropped when it comes
+// (handleNote), and its deadlines when they come due (runDue).
+func (m *Manager) forget(b *Breaker) {
+	name := b.Name()
 	b.removed = true
 	b.mach.Remove()
 	m.mu.Lock()
-	delete(m.byName, req.name)
-	if i := slices.Index(m.list, b); i >= 0 {
-		m.list = slices.Delete(m.list, i, i+1)
+	delete(m.byName, name)
+	m.list[b.slot] = nil
+	m.holes++
+	if m.holes > 64 && m.holes > len(m.list)/2 {
+		m.compactLocked()
 	}
 	m.mu.Unlock()
-	b.early = nil
-	m.timers.drop(b)
+	delete(m.early, b)
+	m.goneTimers++
+	if m.goneTimers > 64 && m.goneTimers > len(m.timers)/2 {
+		// Enough removals that the deadlines they left may be half of
+		// the heap: drop them, so that a removed breaker is not kept
+		// alive until its last timer, in O(1) a removal amortized.
+		m.timers.dropRemoved()
+		m.goneTimers = 0
+	}
 	if sh := b.fleet(); sh != nil {
 		m.detach(sh)
 	}
 	s := b.mach.Snapshot()
-	m.publish(b, Event{Kind: EventRemoved, Name: req.name, At: m.clk.Now(), Gen: s.Gen})
-	m.logDebug("fusebox: breaker removed", "breaker", req.name, "state", s.State.String())
-	req.reply <- true
+	m.publish(b, Event{Kind: EventRemoved, Name: name, At: m.clk.Now(), Gen: s.Gen})
+	m.logDebug("fusebox: breaker removed", "breaker", name, "state", s.State.String())
+}
+
+// compact drops the holes removed breakers left in the list.
+func (m *Manager) compact() {
+	m.mu.Lock()
+	m.compactLocked()
+	m.mu.Unlock()
+}
+
+func (m *Manager) compactLocked() {
+	if m.holes == 0 {
+		return
+	}
+	kept := m.list[:0]
+	for _, b := range m.list {
+		if b != nil {
+			b.slot = len(kept)
+			kept = append(kept, b)
+		}
+	}
+	clear(m.list[len(kept):])
+	m.list = kept
+	m.holes = 0
 }
 
 // haltedErr is what a call through b gets once it is out of service.

@@ -92,6 +92,7 @@ func (m *Manager) supervise() bool {
 		// Every breaker is about to be closed or stays forced open: no
 		// timer survives.
 		m.timers = m.timers[:0]
+		m.compact()
 		restart = m.list
 	}
 	for _, b := range restart {
@@ -143,6 +144,9 @@ func (m *Manager) halt() {
 	}
 	now := m.clk.Now()
 	for _, b := range m.list {
+		if b == nil {
+			continue
+		}
 		b.mach.Halt()
 		if len(m.subs) > 0 {
 			m.publish(b, Event{Kind: EventHalted, Name: b.Name(), At: now, Gen: b.mach.Snapshot().Gen})
