@@ -237,7 +237,7 @@ func (g *Group) add(key string, now int64) (*Breaker, error) {
 				ErrGroupFull, g.max, time.Duration(g.ttl)))
 		}
 	}
-	b, err := g.m.registerValid(name, g.cfg, g.defaultClassify)
+	b, err := g.m.registerValid(name, g.cfg, g.defaultClassify, initPending{})
 	if err != nil {
 		return nil, g.keyError(key, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,4 +301,26 @@ func TestGroupConcurrent(t *testing.T) {
 	assert.Same(t, failing, get(t, g, "failing"), "the failing key keeps its breaker")
 	fail(t, failing, 1)
 	requireState(t, failing, breaker.Open, "the failing key's fifth failure")
+}
+
+// The group validates its Config once; a key's Recover.Init runs when its
+// breaker first needs a timer, on the manager's goroutine.
+func TestGroupInitsRecoverWhenFirstNeeded(t *testing.T) {
+	m, _ := startMock(t)
+	var inits atomic.Int32
+	rec := recover.Func(func() (int, error) {
+		inits.Add(1)
+		return 0, nil
+	}, func(_ recover.Context, n int) (time.Duration, int) { return time.Minute, n + 1 })
+	g := newGroup(t, m, "t", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: rec}, manager.GroupOptions{})
+	assert.Equal(t, int32(1), inits.Load(), "Group validates the Config")
+	for i := range 100 {
+		get(t, g, fmt.Sprint(i))
+	}
+	m.Sync()
+	assert.Equal(t, int32(1), inits.Load(), "100 keys with nothing to time")
+	fail(t, get(t, g, "7"), 1)
+	m.Sync()
+	assert.Equal(t, int32(2), inits.Load(), "the first trip")
+	requireState(t, get(t, g, "7"), breaker.Open, "after the trip")
 }

@@ -241,6 +241,9 @@ func (m *Manager) timeout(b *Breaker, s machine.Step) (time.Duration, bool) {
 func (m *Manager) askRecover(b *Breaker, c recover.Context) (time.Duration, bool) {
 	var d time.Duration
 	var next any
+	if _, pending := b.recState.(initPending); pending {
+		m.lateInit(b)
+	}
 	if p := m.callback(b, "Recover.Timeout", func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
 		m.addFault(b, "Recover.Timeout", p)
 		return 0, false
@@ -258,33 +261,31 @@ func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) time.Tim
 	return at
 }
 
+// register is Register of a shared breaker on the loop: it joins its
+// store's hub before any caller can find it. A local breaker is inserted on
+// its caller's goroutine instead (see Manager.insert).
 func (m *Manager) register(req registerReq) {
 	b := req.b
 	name := b.Name()
-	if _, taken := m.byName[name]; taken {
+	m.mu.RLock()
+	_, taken := m.byName[name]
+	m.mu.RUnlock()
+	if taken {
 		req.reply <- registerFailed(name, ErrDuplicate)
 		return
 	}
-	st, err := m.initRecover(b)
-	if err != nil {
-		req.reply <- registerError(name, "Recover", err)
+	sh := b.fleet()
+	m.attach(sh)
+	// The next probe's lease, before any caller can win a probe: a
+	// breaker that joins a fleet already half-open would otherwise take
+	// fleet.DefaultLease, not what its Recover says.
+	sh.effects([]fleet.Effect{fleet.AskLease{}})
+	if err := m.insert(b); err != nil {
+		// A local breaker took the name meanwhile.
+		m.detach(sh)
+		req.reply <- err
 		return
 	}
-	b.recState = st
-	b.nextGen = b.mach.Snapshot().Gen + 1
-	b.last = breaker.Closed
-	if sh := b.fleet(); sh != nil {
-		m.attach(sh)
-		// The next probe's lease, before any caller can win a probe: a
-		// breaker that joins a fleet already half-open would otherwise
-		// take fleet.DefaultLease, not what its Recover says.
-		sh.effects([]fleet.Effect{fleet.AskLease{}})
-	}
-	m.mu.Lock()
-	m.byName[name] = b
-	b.slot = len(m.list)
-	m.list = append(m.list, b)
-	m.mu.Unlock()
 	req.reply <- nil
 }
 
@@ -293,6 +294,22 @@ func (m *Manager) register(req registerReq) {
 func (m *Manager) initRecover(b *Breaker) (st any, err error) {
 	m.callback(b, "Recover.Init", func() { st, err = initPolicy(b.rec) })
 	return st, err
+}
+
+// initPending is the recovery state of a breaker whose Recover.Init has
+// not run yet: a Group's breaker, whose Config the group validated once,
+// runs it when its first timer needs it, here on the loop.
+type initPending struct{}
+
+// lateInit runs b's Recover.Init, the first time b's Recover is asked for
+// a timeout. The group's Config passed the same Init, so an error here is
+// the Recover's own doing: it is logged, and Timeout gets a nil state.
+func (m *Manager) lateInit(b *Breaker) {
+	st, err := m.initRecover(b)
+	if err != nil {
+		m.logError("fusebox: Recover.Init failed; the breaker's Recover gets no state", "breaker", b.Name(), "error", err)
+	}
+	b.recState = st
 }
 
 // initPolicy runs r.Init, turning a panic into an error.
@@ -311,10 +328,11 @@ func initPolicy(r recover.Recover) (any, error) {
 func (m *Manager) shutdown() {
 	m.halted = true
 	m.stopStores()
-	for _, b := range m.list {
-		if b != nil {
-			b.mach.Halt()
-		}
+	m.mu.Lock()
+	m.closed = true // no Register inserts a breaker any more
+	m.mu.Unlock()
+	for _, b := range m.all() {
+		b.mach.Halt()
 	}
 	for _, sub := range m.subs {
 		sub.end()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
@@ -159,6 +160,9 @@ type Manager struct {
 	// amortized and keeps the order.
 	list  []*Breaker
 	holes int
+	// closed is set once the manager shuts down: a Register that finds it
+	// set inserts nothing, so that every breaker inserted is halted.
+	closed bool
 
 	groupsMu sync.Mutex
 	groups   map[string]bool // the names of the groups made by Group
@@ -295,15 +299,26 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.registerValid(name, cfg, custom == nil)
+	st, err := initPolicy(cfg.Recover)
+	if err != nil {
+		return nil, registerError(name, "Recover", err)
+	}
+	return m.registerValid(name, cfg, custom == nil, st)
 }
 
 // registerValid is Register for a name and a Config validateConfig
 // accepted (with its defaults filled in); defaultClassify says that the
-// Config's Classify was nil.
-func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool) (*Breaker, error) {
+// Config's Classify was nil, and recState is the state of the Config's
+// Recover, or initPending.
+//
+// A local breaker is inserted here, on the caller's goroutine, without a
+// round trip to the loop: the loop learns of it from its first note (a
+// trip), which carries its handle, and until then has nothing to do for
+// it. A shared breaker goes to the loop, which joins it to its store's hub
+// first.
+func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool, recState any) (*Breaker, error) {
 	var err error
-	b := &Breaker{mgr: m, rec: cfg.Recover, truth: theLocal}
+	b := &Breaker{mgr: m, rec: cfg.Recover, recState: recState, truth: theLocal}
 	b.setClassifier(cfg.Classify, defaultClassify)
 	b.setTiming(cfg)
 	b.dryRun.Store(cfg.DryRun)
@@ -320,6 +335,14 @@ func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool) (
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
+	b.nextGen = b.mach.Snapshot().Gen + 1
+	b.last = breaker.Closed
+	if sh == nil {
+		if err := m.insert(b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 	req := registerReq{b: b, reply: make(chan error, 1)}
 	select {
 	case m.registerc <- req:
@@ -333,6 +356,38 @@ func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool) (
 		return nil, err
 	}
 	return b, nil
+}
+
+// insert adds b to the breakers the manager holds, unless its name is
+// taken or the manager has shut down.
+func (m *Manager) insert(b *Breaker) error {
+	name := b.Name()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return registerFailed(name, ErrStopped)
+	case m.byName[name] != nil:
+		return registerFailed(name, ErrDuplicate)
+	}
+	m.byName[name] = b
+	b.slot = len(m.list)
+	m.list = append(m.list, b)
+	return nil
+}
+
+// all returns every registered breaker, in the order they were
+// registered.
+func (m *Manager) all() []*Breaker {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	bs := make([]*Breaker, 0, len(m.list)-m.holes)
+	for _, b := range m.list {
+		if b != nil {
+			bs = append(bs, b)
+		}
+	}
+	return bs
 }
 
 // awaitReply waits for the loop's reply to a request it took, or, if the
@@ -365,15 +420,7 @@ func (m *Manager) Breaker(name string) (*Breaker, bool) {
 // registered.
 func (m *Manager) Breakers() []*Breaker {
 	m.started()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	bs := make([]*Breaker, 0, len(m.list)-m.holes)
-	for _, b := range m.list {
-		if b != nil {
-			bs = append(bs, b)
-		}
-	}
-	return bs
+	return m.all()
 }
 
 // Sync returns once the manager has handled every request and transition

@@ -61,14 +61,15 @@ func (m *Manager) removeReq(req removeReq) bool {
 func (m *Manager) remove(req removeReq) {
 	if req.bs != nil {
 		for _, b := range req.bs {
-			if m.byName[b.Name()] == b {
+			if m.registered(b.Name()) == b {
 				m.forget(b)
 			}
 		}
 		req.reply <- true
 		return
 	}
-	b, ok := m.byName[req.name]
+	b := m.registered(req.name)
+	ok := b != nil
 	if ok {
 		m.forget(b)
 	}
@@ -108,11 +109,11 @@ func (m *Manager) forget(b *Breaker) {
 	m.logDebug("fusebox: breaker removed", "breaker", name, "state", s.State.String())
 }
 
-// compact drops the holes removed breakers left in the list.
-func (m *Manager) compact() {
-	m.mu.Lock()
-	m.compactLocked()
-	m.mu.Unlock()
+// registered returns the breaker registered under name, or nil.
+func (m *Manager) registered(name string) *Breaker {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.byName[name]
 }
 
 func (m *Manager) compactLocked() {
