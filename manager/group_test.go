@@ -324,3 +324,55 @@ func TestGroupInitsRecoverWhenFirstNeeded(t *testing.T) {
 	assert.Equal(t, int32(2), inits.Load(), "the first trip")
 	requireState(t, get(t, g, "7"), breaker.Open, "after the trip")
 }
+
+// BenchmarkGroupGetNew is Group.Get of a new key: a breaker made and
+// registered.
+func BenchmarkGroupGetNew(b *testing.B) {
+	m, _ := startMock(b)
+	g := newGroup(b, m, "t", groupConfig, manager.GroupOptions{})
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("tenant-%09d", i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := g.Get(keys[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRegister is Register of a new name.
+func BenchmarkRegister(b *testing.B) {
+	m, _ := startMock(b)
+	names := make([]string, b.N)
+	for i := range names {
+		names[i] = fmt.Sprintf("tenant-%09d", i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := m.Register(names[i], groupConfig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGroupGet is Group.Get of a key that exists, among 1,000.
+func BenchmarkGroupGet(b *testing.B) {
+	m, _ := startMock(b)
+	g := newGroup(b, m, "t", groupConfig, manager.GroupOptions{})
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("tenant-%09d", i)
+		get(b, g, keys[i])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := g.Get(keys[i%len(keys)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
