@@ -290,6 +290,12 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // checked, if the manager has stopped (errors.Is(err, ErrStopped)), or if
 // it was not made by Start (errors.Is(err, ErrNotStarted)). It never
 // panics.
+//
+// Register of a breaker that is not shared (no Config.Store) does its work
+// on the caller's goroutine, Recover.Init included, and does not wait for
+// the manager's: it costs about what a map insert of a new breaker costs,
+// however busy the manager is. A shared breaker's Register waits for the
+// manager, which joins it to its store first.
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if !m.made() {
 		return nil, registerFailed(name, ErrNotStarted)

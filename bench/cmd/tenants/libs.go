@@ -29,6 +29,7 @@ func makers() []libMaker {
 		{"gobreaker", func() lib { return &gobreakerLib{} }},
 		{"failsafe-go", func() lib { return &failsafeLib{} }},
 		{"fusebox", func() lib { return newFuseboxLib() }},
+		{"fusebox group", func() lib { return newGroupLib() }},
 	}
 }
 
@@ -240,3 +241,48 @@ func (l *fuseboxLib) remove(names []string) {
 }
 
 func (l *fuseboxLib) close() { l.m.Stop() }
+
+// groupLib is one fusebox manager's Group: Group.Get of a new key, and of
+// a key that exists by name, Manager.Remove.
+type groupLib struct {
+	fuseboxLib
+	g *manager.Group
+}
+
+func newGroupLib() *groupLib {
+	l := &groupLib{fuseboxLib: *newFuseboxLib()}
+	g, err := l.m.Group("t", fuseboxConfig, manager.GroupOptions{})
+	if err != nil {
+		panic(err)
+	}
+	l.g = g
+	return l
+}
+
+func (l *groupLib) register(names []string) {
+	for _, name := range names {
+		if _, err := l.g.Get(name); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (l *groupLib) handles(names []string) {
+	l.list = make([]*manager.Breaker, len(names))
+	for i, name := range names {
+		l.list[i], _ = l.g.Get(name)
+	}
+}
+
+func (l *groupLib) callNames(names []string, idx []uint32) {
+	for _, i := range idx {
+		b, _ := l.g.Get(names[i])
+		call(b)
+	}
+}
+
+func (l *groupLib) remove(names []string) {
+	for _, name := range names {
+		l.m.Remove("t/" + name)
+	}
+}

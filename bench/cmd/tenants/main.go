@@ -7,7 +7,7 @@
 //   - the heap each breaker takes, its registry included (the HeapAlloc
 //     after a GC, less the one before, over the count);
 //   - registering one: New and a map insert, Manager.Register, or
-//     Group.Get of a new key;
+//     Group.Get of a new key (the "fusebox group" column);
 //   - a successful call on a breaker picked at random, by handle and
 //     looked up by name (a map lookup, Manager.Breaker, or Group.Get of a
 //     key that exists);
@@ -22,6 +22,11 @@
 // the ratios within a round:
 //
 //	go run ./cmd/tenants [-n 1000,100000,1000000] [-rounds 3] [-calls 1000000]
+//
+// Its output, saved as tenants.md in the bench module, is quoted by the
+// report (cmd/report) in docs/benchmarks.md:
+//
+//	go run ./cmd/tenants -rounds 3 > tenants.md
 package main
 
 import (
@@ -141,8 +146,8 @@ func run(args []string, out io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "%s/%s, GOMAXPROCS %d, %d rounds, %d calls per call measure\n",
-		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), *rounds, *calls)
+	fmt.Fprintf(out, "`go run ./cmd/tenants %s` in `bench/`: %s/%s, GOMAXPROCS %d, %d rounds, %d calls per call measure, medians over the rounds; a ratio is the median of the ratios within a round.\n",
+		strings.Join(args, " "), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), *rounds, *calls)
 	for i, n := range ns {
 		writeTable(out, n, libs, results[i])
 	}
