@@ -50,6 +50,11 @@ type Breaker struct {
 	nextGen  uint64 // the generation whose step the manager handles next
 	slot     int    // its index in Manager.list; guarded by Manager.mu
 	dropped  atomic.Uint64
+
+	// Of a Group's breaker: the group, set before the breaker is
+	// published, and its last Group.Get (see Group.touch).
+	owner *Group
+	used  atomic.Int64
 }
 
 // Indices into Breaker.stats.

@@ -36,6 +36,10 @@ func ExampleManager_Group() {
 			return
 		}
 		err = b.Do(ctx, fn)
+		if errors.Is(err, breaker.ErrOpen) {
+			fmt.Printf("%s: declined\n", b.Name())
+			return
+		}
 		fmt.Printf("%s: %v\n", b.Name(), err)
 	}
 	down := func(context.Context) error { return errors.New("shard down") }
@@ -48,7 +52,7 @@ func ExampleManager_Group() {
 	// Output:
 	// tenants/acme: shard down
 	// tenants/acme: shard down
-	// tenants/acme: fusebox: breaker "tenants/acme" is open, opened by: shard down
+	// tenants/acme: declined
 	// tenants/globex: <nil>
 	// breakers: 2
 }

@@ -67,28 +67,29 @@ type Group struct {
 	ttl             int64 // IdleTTL in nanoseconds
 	grain           int64 // how stale a member's last use may be: its resolution
 
-	members sync.Map // key -> *member
-	size    atomic.Int64
+	// size counts the group's breakers that the manager holds: one
+	// more at each add, one less as the manager forgets one (forget),
+	// whether the group evicted it or Manager.Remove removed it.
+	size atomic.Int64
 	// sweepAt is when an idle sweep is due, on Manager.elapsed.
 	sweepAt atomic.Int64
 
-	mu sync.Mutex // held to add members and to sweep
+	mu sync.Mutex // held to add breakers and to sweep
+	// list, guarded by mu, holds the group's breakers for its sweeps; one
+	// removed by hand stays in it until the next sweep. A key's breaker
+	// is found in the manager's registry, by its name: the group keeps
+	// no map of its own, and a breaker costs it one pointer here and
+	// two words in the Breaker (owner, used).
+	list []*Breaker
 	// fullUntil, guarded by mu, is when a group that found nothing to
 	// forget while full looks again: until then a new key is refused at
-	// once, rather than after a scan of every member.
+	// once, rather than after a scan of every breaker.
 	fullUntil int64
 }
 
-// member is one key's breaker, and when the key was last got.
-type member struct {
-	b *Breaker
-	// last is the last Get, in nanoseconds of Manager.elapsed, or
-	// evicting while the group forgets the member.
-	last atomic.Int64
-}
-
-// evicting marks a member the group is forgetting: a Get that finds it
-// waits for the group's lock and makes a fresh breaker.
+// evicting, in a Breaker's used, marks a breaker the group is
+// forgetting: a Get that finds it waits for the group's lock and makes a
+// fresh breaker.
 const evicting = math.MinInt64
 
 // Group returns a group of breakers of cfg, named name+"/"+key for each
@@ -168,36 +169,53 @@ func (g *Group) now() int64 { return int64(g.m.elapsed()) }
 // (errors.Is(err, ErrDuplicate)), if the group is full and none of its
 // breakers may be forgotten (errors.Is(err, ErrGroupFull)), or if the
 // manager has stopped (errors.Is(err, ErrStopped)). A Get of a key that
-// exists reads the clock once, takes no lock and allocates nothing.
+// exists reads the clock once, looks the name up as Manager.Breaker does
+// and allocates nothing.
 func (g *Group) Get(key string) (*Breaker, error) {
 	now := g.now()
-	if v, ok := g.members.Load(key); ok {
-		e := v.(*member)
-		if e.touch(now, g.grain) && !e.b.mach.Snapshot().Removed {
-			if now >= g.sweepAt.Load() {
-				g.trySweep(now)
-			}
-			return e.b, nil
+	if b := g.lookup(key); b != nil && g.touch(b, now) {
+		if now >= g.sweepAt.Load() {
+			g.trySweep(now)
 		}
+		return b, nil
 	}
 	return g.add(key, now)
 }
 
-// touch records a Get of e at now, and reports false if the group is
-// forgetting e. It writes only when the last Get recorded is more than the
-// resolution old, so that the Gets of a busy key do not all write one
-// word; a member old enough to be forgotten is always written, with a
-// compare-and-swap that the group's own (to evicting) excludes.
-func (e *member) touch(now, grain int64) bool {
+// lookup returns the breaker registered under the name of key, or nil. It
+// builds the name on the stack: a map lookup by string(bytes) allocates
+// nothing.
+func (g *Group) lookup(key string) *Breaker {
+	var buf [maxNameLen]byte
+	if len(g.prefix)+len(key) > len(buf) {
+		return nil
+	}
+	name := append(append(buf[:0], g.prefix...), key...)
+	g.m.mu.RLock()
+	b := g.m.byName[string(name)]
+	g.m.mu.RUnlock()
+	return b
+}
+
+// touch records a Get of b at now, and reports false if b is not the
+// group's live breaker: another's (a name registered by hand), removed,
+// or being forgotten. It writes only when the last Get recorded is more
+// than the resolution old, so that the Gets of a busy key do not all
+// write one word; a breaker old enough to be forgotten is always written,
+// with a compare-and-swap that the group's own (to evicting) excludes.
+func (g *Group) touch(b *Breaker, now int64) bool {
+	if b.owner != g {
+		return false
+	}
 	for {
-		last := e.last.Load()
+		last := b.used.Load()
 		switch {
 		case last == evicting:
 			return false
-		case now-last < grain:
-			return true
-		case e.last.CompareAndSwap(last, now):
-			return true
+		case now-last < g.grain:
+			return !b.mach.Snapshot().Removed
+		case b.used.CompareAndSwap(last, now):
+			return !b.mach.Snapshot().Removed
 		}
 	}
 }
@@ -214,15 +232,8 @@ func (g *Group) add(key string, now int64) (*Breaker, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if v, ok := g.members.Load(key); ok {
-		e := v.(*member)
-		if e.touch(now, g.grain) && !e.b.mach.Snapshot().Removed {
-			return e.b, nil // added while this one waited
-		}
-		// Removed by hand: forget it and register a fresh one.
-		if g.members.CompareAndDelete(key, e) {
-			g.size.Add(-1)
-		}
+	if b := g.lookup(key); b != nil && g.touch(b, now) {
+		return b, nil // added while this one waited
 	}
 	if now >= g.sweepAt.Load() {
 		g.sweepLocked(now)
@@ -237,14 +248,16 @@ func (g *Group) add(key string, now int64) (*Breaker, error) {
 				ErrGroupFull, g.max, time.Duration(g.ttl)))
 		}
 	}
-	b, err := g.m.registerValid(name, g.cfg, g.defaultClassify, initPending{})
+	g.size.Add(1) // before the manager could forget it
+	b, err := g.m.registerValid(name, g.cfg, g.defaultClassify, initPending{}, func(b *Breaker) {
+		b.owner = g
+		b.used.Store(now)
+	})
 	if err != nil {
+		g.size.Add(-1)
 		return nil, g.keyError(key, err)
 	}
-	e := &member{b: b}
-	e.last.Store(now)
-	g.members.Store(key, e)
-	g.size.Add(1)
+	g.list = append(g.list, b)
 	return b, nil
 }
 
@@ -263,35 +276,47 @@ func (g *Group) trySweep(now int64) {
 	}
 }
 
-// sweepLocked forgets every member that is idle and closed. Sweeps due by
-// the clock are half an IdleTTL apart, so an idle breaker goes between one
-// and one and a half IdleTTL after its last Get, provided Gets keep
-// coming; a full group sweeps before it adds.
+// sweepLocked forgets every breaker that is idle and closed, and drops
+// from the list those removed by hand. Sweeps due by the clock are half an
+// IdleTTL apart, so an idle breaker goes between one and one and a half
+// IdleTTL after its last Get, provided Gets keep coming; a full group
+// sweeps before it adds.
 func (g *Group) sweepLocked(now int64) {
 	g.sweepAt.Store(now + g.ttl/2)
 	wall := g.m.clk.Now() // for counters with a time window
 	var gone []*Breaker
-	g.members.Range(func(k, v any) bool {
-		e := v.(*member)
-		last := e.last.Load()
-		if last == evicting || now-last < g.ttl || !e.b.mach.Quiet(wall) {
-			return true
+	kept := g.list[:0]
+	for _, b := range g.list {
+		if g.evict(b, now, wall) {
+			gone = append(gone, b)
+		} else if !b.mach.Snapshot().Removed {
+			kept = append(kept, b)
 		}
-		if !e.last.CompareAndSwap(last, evicting) {
-			return true // got since it was read
-		}
-		// A caller that kept the breaker past IdleTTL may have
-		// counted a failure since the check: look again, now that no
-		// Get can hand it out.
-		if !e.b.mach.Quiet(wall) {
-			e.last.Store(last)
-			return true
-		}
-		if g.members.CompareAndDelete(k, e) {
-			g.size.Add(-1)
-			gone = append(gone, e.b)
-		}
-		return true
-	})
-	g.m.removeAll(gone)
+	}
+	clear(g.list[len(kept):])
+	g.list = kept
+	if cap(g.list) > 1024 && len(g.list) < cap(g.list)/4 {
+		g.list = append([]*Breaker(nil), g.list...)
+	}
+	g.m.removeAll(gone) // the manager's forget counts them out of size
+}
+
+// evict marks b as being forgotten, if it is idle and closed, and
+// reports whether it did.
+func (g *Group) evict(b *Breaker, now int64, wall time.Time) bool {
+	last := b.used.Load()
+	if last == evicting || now-last < g.ttl || !b.mach.Quiet(wall) {
+		return false
+	}
+	if !b.used.CompareAndSwap(last, evicting) {
+		return false // got since it was read
+	}
+	// A caller that kept the breaker past IdleTTL may have counted a
+	// failure since the check: look again, now that no Get can hand it
+	// out.
+	if !b.mach.Quiet(wall) {
+		b.used.Store(last)
+		return false
+	}
+	return true
 }

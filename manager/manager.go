@@ -309,20 +309,21 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, registerError(name, "Recover", err)
 	}
-	return m.registerValid(name, cfg, custom == nil, st)
+	return m.registerValid(name, cfg, custom == nil, st, nil)
 }
 
 // registerValid is Register for a name and a Config validateConfig
 // accepted (with its defaults filled in); defaultClassify says that the
 // Config's Classify was nil, and recState is the state of the Config's
-// Recover, or initPending.
+// Recover, or initPending; own, if not nil, is called on the breaker
+// before it is published (a Group marks it as its own).
 //
 // A local breaker is inserted here, on the caller's goroutine, without a
 // round trip to the loop: the loop learns of it from its first note (a
 // trip), which carries its handle, and until then has nothing to do for
 // it. A shared breaker goes to the loop, which joins it to its store's hub
 // first.
-func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool, recState any) (*Breaker, error) {
+func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool, recState any, own func(*Breaker)) (*Breaker, error) {
 	var err error
 	b := &Breaker{mgr: m, rec: cfg.Recover, recState: recState, truth: theLocal}
 	b.setClassifier(cfg.Classify, defaultClassify)
@@ -343,6 +344,9 @@ func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool, r
 	}
 	b.nextGen = b.mach.Snapshot().Gen + 1
 	b.last = breaker.Closed
+	if own != nil {
+		own(b)
+	}
 	if sh == nil {
 		if err := m.insert(b); err != nil {
 			return nil, err

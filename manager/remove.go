@@ -93,6 +93,9 @@ func (m *Manager) forget(b *Breaker) {
 	}
 	m.mu.Unlock()
 	delete(m.early, b)
+	if b.owner != nil {
+		b.owner.size.Add(-1)
+	}
 	m.goneTimers++
 	if m.goneTimers > 64 && m.goneTimers > len(m.timers)/2 {
 		// Enough removals that the deadlines they left may be half of
