@@ -136,6 +136,10 @@ func (m *Manager) handleNote(n note) {
 	if b.removed {
 		return
 	}
+	if n.step.Gen == 0 && n.kind == EventRemoved {
+		m.removed(b, n.step.At) // a Remove on a caller's goroutine
+		return
+	}
 	if n.step.Gen == 0 {
 		n.sh.onNote(n)
 		return

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
@@ -32,20 +33,56 @@ type removeReq struct {
 //
 // Remove takes the same time however many breakers the manager holds: it
 // scans no list, and a timer the breaker had left is skipped when it comes
-// due, as a timer of a generation that has passed is.
+// due, as a timer of a generation that has passed is. Removing a breaker
+// that is not shared does not wait for the manager's goroutine: the
+// breaker is out of the registry and its handle removed when Remove
+// returns, and the manager, told in order after the transitions already
+// sent to it, publishes the EventRemoved (with the instant of the Remove)
+// and forgets the rest; Sync waits for that.
 //
 // Once the manager has stopped, Remove does nothing and returns false.
 func (m *Manager) Remove(name string) bool {
 	m.started()
-	return m.removeReq(removeReq{name: name, reply: make(chan bool, 1)})
+	b := m.registered(name)
+	if b == nil {
+		return false
+	}
+	if b.fleet() != nil {
+		return m.removeReq(removeReq{name: name, reply: make(chan bool, 1)})
+	}
+	return m.removeLocal(b)
 }
 
-// removeAll removes each breaker of bs that is still registered, in one
-// round trip to the loop.
+// removeAll removes each breaker of bs that is still registered.
 func (m *Manager) removeAll(bs []*Breaker) {
-	if len(bs) > 0 {
-		m.removeReq(removeReq{bs: bs, reply: make(chan bool, 1)})
+	var shared []*Breaker
+	for _, b := range bs {
+		if b.fleet() != nil {
+			shared = append(shared, b)
+		} else {
+			m.removeLocal(b)
+		}
 	}
+	if len(shared) > 0 {
+		m.removeReq(removeReq{bs: shared, reply: make(chan bool, 1)})
+	}
+}
+
+// removeLocal is Remove of b, a breaker that is not shared, on the
+// caller's goroutine: out of the registry, its machine removed so that no
+// call can make a transition after it, and a note that tells the loop
+// (removed). It reports false if b was no longer registered, or the
+// manager has stopped.
+func (m *Manager) removeLocal(b *Breaker) bool {
+	m.mu.Lock()
+	ok := !m.closed && m.unlistLocked(b)
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	b.mach.Remove()
+	m.send(note{b: b, kind: EventRemoved, step: machine.Step{At: m.clk.Now()}})
+	return true
 }
 
 func (m *Manager) removeReq(req removeReq) bool {
@@ -57,45 +94,62 @@ func (m *Manager) removeReq(req removeReq) bool {
 	return awaitReply(m, req.reply, false)
 }
 
-// remove is Remove on the loop.
+// remove is Remove of a shared breaker on the loop.
 func (m *Manager) remove(req removeReq) {
 	if req.bs != nil {
 		for _, b := range req.bs {
-			if m.registered(b.Name()) == b {
-				m.forget(b)
-			}
+			m.forget(b)
 		}
 		req.reply <- true
 		return
 	}
 	b := m.registered(req.name)
-	ok := b != nil
-	if ok {
-		m.forget(b)
-	}
-	req.reply <- ok
+	req.reply <- b != nil && m.forget(b)
 }
 
-// forget removes the registered breaker b. The machine is removed first,
-// so that no caller can make a transition after it; a step some caller
-// made before and has not handed over yet is dropped when it comes
-// (handleNote), and its deadlines when they come due (runDue).
-func (m *Manager) forget(b *Breaker) {
-	name := b.Name()
-	b.removed = true
-	b.mach.Remove()
+// forget removes the registered breaker b on the loop, and reports false
+// if b was no longer registered. The machine is removed first, so that no
+// caller can make a transition after it; a step some caller made before
+// and has not handed over yet is dropped when it comes (handleNote), and
+// its deadlines when they come due (runDue).
+func (m *Manager) forget(b *Breaker) bool {
 	m.mu.Lock()
+	ok := m.unlistLocked(b)
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	b.mach.Remove()
+	m.removed(b, m.clk.Now())
+	return true
+}
+
+// unlistLocked takes b out of the registry, if it is registered, and
+// reports whether it was. A group's breaker is counted out of its group
+// here, as it leaves the registry.
+func (m *Manager) unlistLocked(b *Breaker) bool {
+	name := b.Name()
+	if m.byName[name] != b {
+		return false
+	}
 	delete(m.byName, name)
 	m.list[b.slot] = nil
 	m.holes++
 	if m.holes > 64 && m.holes > len(m.list)/2 {
 		m.compactLocked()
 	}
-	m.mu.Unlock()
-	delete(m.early, b)
 	if b.owner != nil {
 		b.owner.size.Add(-1)
 	}
+	return true
+}
+
+// removed is the loop's part of removing b, at the instant at: b's notes
+// and deadlines are dropped from now on, and subscribers get the
+// EventRemoved.
+func (m *Manager) removed(b *Breaker, at time.Time) {
+	b.removed = true
+	delete(m.early, b)
 	m.goneTimers++
 	if m.goneTimers > 64 && m.goneTimers > len(m.timers)/2 {
 		// Enough removals that the deadlines they left may be half of
@@ -108,8 +162,8 @@ func (m *Manager) forget(b *Breaker) {
 		m.detach(sh)
 	}
 	s := b.mach.Snapshot()
-	m.publish(b, Event{Kind: EventRemoved, Name: name, At: m.clk.Now(), Gen: s.Gen})
-	m.logDebug("fusebox: breaker removed", "breaker", name, "state", s.State.String())
+	m.publish(b, Event{Kind: EventRemoved, Name: b.Name(), At: at, Gen: s.Gen})
+	m.logDebug("fusebox: breaker removed", "breaker", b.Name(), "state", s.State.String())
 }
 
 // registered returns the breaker registered under name, or nil.
