@@ -48,8 +48,13 @@ type Breaker struct {
 	rec      recover.Recover
 	recState any
 	nextGen  uint64 // the generation whose step the manager handles next
-	early    []note
+	slot     int    // its index in Manager.list; guarded by Manager.mu
 	dropped  atomic.Uint64
+
+	// Of a Group's breaker: the group, set before the breaker is
+	// published, and its last Group.Get (see Group.touch).
+	owner *Group
+	used  atomic.Int64
 }
 
 // Indices into Breaker.stats.

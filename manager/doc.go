@@ -66,8 +66,11 @@
 //
 // # Callbacks
 //
-// Recover.Init and Recover.Timeout run on the manager's goroutine; the
-// Classifier and the Strategy's counter run on the caller's. None of them may
+// Recover.Timeout runs on the manager's goroutine, and so does
+// Recover.Init at a restart or a Reconfigure; Register runs Init on its
+// caller's goroutine (a Group's breaker runs it on the manager's, when its
+// first timer needs it). The Classifier and the Strategy's counter run on
+// the caller's. None of them may
 // call back into the manager (Register, Sync, Stop, ...), which would
 // deadlock. A callback that runs longer than Options.Watchdog is logged,
 // with the breaker's name and the callback's; calling the manager from a

@@ -128,10 +128,16 @@ func (m *Manager) handle(b *Breaker, s machine.Step) { m.handleNote(note{b: b, s
 
 // handleNote takes a breaker's steps in generation order. A caller may be
 // overtaken between its compare-and-swap and its send, so a step can arrive
-// before the one it follows; it waits in b.early until then.
+// before the one it follows; it waits in m.early until then. Such steps are
+// rare, so they wait in the manager's map rather than in a field every
+// breaker would pay for.
 func (m *Manager) handleNote(n note) {
 	b := n.b
 	if b.removed {
+		return
+	}
+	if n.step.Gen == 0 && n.kind == EventRemoved {
+		m.removed(b, n.step.At) // a Remove on a caller's goroutine
 		return
 	}
 	if n.step.Gen == 0 {
@@ -140,25 +146,34 @@ func (m *Manager) handleNote(n note) {
 	}
 	if n.step.Gen != b.nextGen {
 		if n.step.Gen > b.nextGen {
-			b.early = append(b.early, n)
+			if m.early == nil {
+				m.early = make(map[*Breaker][]note)
+			}
+			m.early[b] = append(m.early[b], n)
 		}
 		return
 	}
 	m.applyNext(n)
-	for len(b.early) > 0 {
+	if len(m.early) == 0 {
+		return
+	}
+	early := m.early[b]
+	for len(early) > 0 {
 		i := 0
-		for i < len(b.early) && b.early[i].step.Gen != b.nextGen {
+		for i < len(early) && early[i].step.Gen != b.nextGen {
 			i++
 		}
-		if i == len(b.early) {
-			return
+		if i == len(early) {
+			break
 		}
-		n := b.early[i]
-		b.early = append(b.early[:i], b.early[i+1:]...)
+		n := early[i]
+		early = append(early[:i], early[i+1:]...)
 		m.applyNext(n)
 	}
-	if cap(b.early) > 0 && len(b.early) == 0 {
-		b.early = nil
+	if len(early) == 0 {
+		delete(m.early, b)
+	} else {
+		m.early[b] = early
 	}
 }
 
@@ -230,6 +245,9 @@ func (m *Manager) timeout(b *Breaker, s machine.Step) (time.Duration, bool) {
 func (m *Manager) askRecover(b *Breaker, c recover.Context) (time.Duration, bool) {
 	var d time.Duration
 	var next any
+	if _, pending := b.recState.(initPending); pending {
+		m.lateInit(b)
+	}
 	if p := m.callback(b, "Recover.Timeout", func() { d, next = b.rec.Timeout(c, b.recState) }); p != nil {
 		m.addFault(b, "Recover.Timeout", p)
 		return 0, false
@@ -247,32 +265,31 @@ func (m *Manager) schedule(b *Breaker, s machine.Step, d time.Duration) time.Tim
 	return at
 }
 
+// register is Register of a shared breaker on the loop: it joins its
+// store's hub before any caller can find it. A local breaker is inserted on
+// its caller's goroutine instead (see Manager.insert).
 func (m *Manager) register(req registerReq) {
 	b := req.b
 	name := b.Name()
-	if _, taken := m.byName[name]; taken {
+	m.mu.RLock()
+	_, taken := m.byName[name]
+	m.mu.RUnlock()
+	if taken {
 		req.reply <- registerFailed(name, ErrDuplicate)
 		return
 	}
-	st, err := m.initRecover(b)
-	if err != nil {
-		req.reply <- registerError(name, "Recover", err)
+	sh := b.fleet()
+	m.attach(sh)
+	// The next probe's lease, before any caller can win a probe: a
+	// breaker that joins a fleet already half-open would otherwise take
+	// fleet.DefaultLease, not what its Recover says.
+	sh.effects([]fleet.Effect{fleet.AskLease{}})
+	if err := m.insert(b); err != nil {
+		// A local breaker took the name meanwhile.
+		m.detach(sh)
+		req.reply <- err
 		return
 	}
-	b.recState = st
-	b.nextGen = b.mach.Snapshot().Gen + 1
-	b.last = breaker.Closed
-	if sh := b.fleet(); sh != nil {
-		m.attach(sh)
-		// The next probe's lease, before any caller can win a probe: a
-		// breaker that joins a fleet already half-open would otherwise
-		// take fleet.DefaultLease, not what its Recover says.
-		sh.effects([]fleet.Effect{fleet.AskLease{}})
-	}
-	m.mu.Lock()
-	m.byName[name] = b
-	m.list = append(m.list, b)
-	m.mu.Unlock()
 	req.reply <- nil
 }
 
@@ -281,6 +298,22 @@ func (m *Manager) register(req registerReq) {
 func (m *Manager) initRecover(b *Breaker) (st any, err error) {
 	m.callback(b, "Recover.Init", func() { st, err = initPolicy(b.rec) })
 	return st, err
+}
+
+// initPending is the recovery state of a breaker whose Recover.Init has
+// not run yet: a Group's breaker, whose Config the group validated once,
+// runs it when its first timer needs it, here on the loop.
+type initPending struct{}
+
+// lateInit runs b's Recover.Init, the first time b's Recover is asked for
+// a timeout. The group's Config passed the same Init, so an error here is
+// the Recover's own doing: it is logged, and Timeout gets a nil state.
+func (m *Manager) lateInit(b *Breaker) {
+	st, err := m.initRecover(b)
+	if err != nil {
+		m.logError("fusebox: Recover.Init failed; the breaker's Recover gets no state", "breaker", b.Name(), "error", err)
+	}
+	b.recState = st
 }
 
 // initPolicy runs r.Init, turning a panic into an error.
@@ -299,7 +332,10 @@ func initPolicy(r recover.Recover) (any, error) {
 func (m *Manager) shutdown() {
 	m.halted = true
 	m.stopStores()
-	for _, b := range m.list {
+	m.mu.Lock()
+	m.closed = true // no Register inserts a breaker any more
+	m.mu.Unlock()
+	for _, b := range m.all() {
 		b.mach.Halt()
 	}
 	for _, sub := range m.subs {

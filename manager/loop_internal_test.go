@@ -40,11 +40,12 @@ func serveOne[R any](c chan R, handle func(R)) (wait func()) {
 	return func() { <-done }
 }
 
+// registerLoopless registers a local breaker, which needs no loop: it is
+// inserted on the caller's goroutine.
 func registerLoopless(t *testing.T, m *Manager, name string, cfg Config) *Breaker {
 	t.Helper()
-	wait := serveOne(m.registerc, m.register)
+	require.Nil(t, cfg.Store, "a shared breaker needs the loop")
 	b, err := m.Register(name, cfg)
-	wait()
 	require.NoError(t, err)
 	return b
 }
@@ -132,7 +133,7 @@ func TestHandleOrdersSteps(t *testing.T) {
 			}
 			got = append(got, drainEvents(events)...)
 			require.Len(t, got, prefix, "order %v: events after step %d", order, k)
-			assert.Len(t, b.early, len(seen)-prefix, "order %v: steps waiting after step %d", order, k)
+			assert.Len(t, m.early[b], len(seen)-prefix, "order %v: steps waiting after step %d", order, k)
 		}
 		assert.Equal(t, fullCycle, transitions(got), "order %v", order)
 		for i, e := range got {
@@ -141,7 +142,7 @@ func TestHandleOrdersSteps(t *testing.T) {
 			assert.Equal(t, steps[i].Cause, e.Cause, "order %v: event %d", order, i)
 			assert.Equal(t, "b", e.Name)
 		}
-		assert.Nil(t, b.early, "order %v: nothing left waiting", order)
+		assert.Nil(t, m.early[b], "order %v: nothing left waiting", order)
 		assert.Equal(t, steps[3].Gen+1, b.nextGen)
 
 		// The two steps that start a timer pushed one deadline each.
@@ -156,7 +157,7 @@ func TestHandleOrdersSteps(t *testing.T) {
 		// A step seen again, or one from before, changes nothing.
 		m.handle(b, steps[1])
 		assert.Empty(t, drainEvents(events), "order %v: a repeated step", order)
-		assert.Nil(t, b.early)
+		assert.Nil(t, m.early[b])
 	}
 }
 

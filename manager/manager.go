@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/internal/machine"
 )
@@ -152,19 +153,34 @@ type Manager struct {
 
 	stores stores // the hubs of shared breakers, and their store calls (hub.go)
 
-	mu     sync.RWMutex // guards byName and list, written only by the loop
+	mu     sync.RWMutex // guards byName, list and holes, written only by the loop
 	byName map[string]*Breaker
-	list   []*Breaker
+	// list holds the breakers in the order they were registered, each at
+	// its Breaker.slot; a removed breaker leaves a nil hole, and the list
+	// is compacted once holes are half of it, so that Remove is O(1)
+	// amortized and keeps the order.
+	list  []*Breaker
+	holes int
+	// closed is set once the manager shuts down: a Register that finds it
+	// set inserts nothing, so that every breaker inserted is halted.
+	closed bool
+
+	groupsMu sync.Mutex
+	groups   map[string]bool // the names of the groups made by Group
 
 	// Owned by the loop.
-	timers   timerHeap
-	timer    *clock.Timer
-	armed    bool      // the timer is set, for armedAt
-	armedAt  time.Time // the deadline the timer is set for
-	subs     []*subscriber
-	restarts []time.Time
-	faults   []fault // callbacks that panicked; restart before the next request
-	halted   bool
+	early  map[*Breaker][]note // steps that came before the one they follow (handleNote)
+	timers timerHeap
+	// goneTimers counts the removals since the heap was last rid of the
+	// deadlines removed breakers leave (see forget).
+	goneTimers int
+	timer      *clock.Timer
+	armed      bool      // the timer is set, for armedAt
+	armedAt    time.Time // the deadline the timer is set for
+	subs       []*subscriber
+	restarts   []time.Time
+	faults     []fault // callbacks that panicked; restart before the next request
+	halted     bool
 
 	// Supervision.
 	restartOne    bool
@@ -275,6 +291,12 @@ func (m *Manager) elapsed() time.Duration { return m.clk.Since(m.epoch) }
 // checked, if the manager has stopped (errors.Is(err, ErrStopped)), or if
 // it was not made by Start (its error says to use Start). It never
 // panics.
+//
+// Register of a breaker that is not shared (no Config.Store) does its work
+// on the caller's goroutine, Recover.Init included, and does not wait for
+// the manager's: it costs about what a map insert of a new breaker costs,
+// however busy the manager is. A shared breaker's Register waits for the
+// manager, which joins it to its store first.
 func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if !m.made() {
 		return nil, registerFailed(name, errNotStarted)
@@ -284,8 +306,28 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Breaker{mgr: m, rec: cfg.Recover, truth: theLocal}
-	b.setClassifier(cfg.Classify, custom == nil)
+	st, err := initPolicy(cfg.Recover)
+	if err != nil {
+		return nil, registerError(name, "Recover", err)
+	}
+	return m.registerValid(name, cfg, custom == nil, st, nil)
+}
+
+// registerValid is Register for a name and a Config validateConfig
+// accepted (with its defaults filled in); defaultClassify says that the
+// Config's Classify was nil, and recState is the state of the Config's
+// Recover, or initPending; own, if not nil, is called on the breaker
+// before it is published (a Group marks it as its own).
+//
+// A local breaker is inserted here, on the caller's goroutine, without a
+// round trip to the loop: the loop learns of it from its first note (a
+// trip), which carries its handle, and until then has nothing to do for
+// it. A shared breaker goes to the loop, which joins it to its store's hub
+// first.
+func (m *Manager) registerValid(name string, cfg Config, defaultClassify bool, recState any, own func(*Breaker)) (*Breaker, error) {
+	var err error
+	b := &Breaker{mgr: m, rec: cfg.Recover, recState: recState, truth: theLocal}
+	b.setClassifier(cfg.Classify, defaultClassify)
 	b.setTiming(cfg)
 	b.dryRun.Store(cfg.DryRun)
 	var sh *shared
@@ -301,6 +343,17 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 	if err != nil {
 		return nil, registerError(name, "Strategy", err)
 	}
+	b.nextGen = b.mach.Snapshot().Gen + 1
+	b.last = breaker.Closed
+	if own != nil {
+		own(b)
+	}
+	if sh == nil {
+		if err := m.insert(b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 	req := registerReq{b: b, reply: make(chan error, 1)}
 	select {
 	case m.registerc <- req:
@@ -314,6 +367,38 @@ func (m *Manager) Register(name string, cfg Config) (*Breaker, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// insert adds b to the breakers the manager holds, unless its name is
+// taken or the manager has shut down.
+func (m *Manager) insert(b *Breaker) error {
+	name := b.Name()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return registerFailed(name, ErrStopped)
+	case m.byName[name] != nil:
+		return registerFailed(name, ErrDuplicate)
+	}
+	m.byName[name] = b
+	b.slot = len(m.list)
+	m.list = append(m.list, b)
+	return nil
+}
+
+// all returns every registered breaker, in the order they were
+// registered.
+func (m *Manager) all() []*Breaker {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	bs := make([]*Breaker, 0, len(m.list)-m.holes)
+	for _, b := range m.list {
+		if b != nil {
+			bs = append(bs, b)
+		}
+	}
+	return bs
 }
 
 // awaitReply waits for the loop's reply to a request it took, or, if the
@@ -346,9 +431,7 @@ func (m *Manager) Breaker(name string) (*Breaker, bool) {
 // registered.
 func (m *Manager) Breakers() []*Breaker {
 	m.started()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return append([]*Breaker(nil), m.list...)
+	return m.all()
 }
 
 // Sync returns once the manager has handled every request and transition

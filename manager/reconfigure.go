@@ -92,9 +92,19 @@ func (b *Breaker) unchangeable(field, why string) error {
 // old Classifier or as the new one: either may read nilSucceeds, and both
 // map nil to Success when it is set.
 func (b *Breaker) setClassifier(fn classify.Classifier, nilSucceeds bool) {
-	b.classify.Store(&fn)
+	if nilSucceeds {
+		// classify.Default: one holder shared by every breaker that
+		// uses it, rather than one allocated for each.
+		b.classify.Store(&defaultClassifier)
+	} else {
+		b.classify.Store(&fn)
+	}
 	b.nilSucceeds.Store(nilSucceeds)
 }
+
+// defaultClassifier holds classify.Default for every breaker whose Config
+// leaves Classify nil. Nothing writes it.
+var defaultClassifier classify.Classifier = classify.Default
 
 // reconfigure is Reconfigure on the loop. Everything that can fail is
 // done before anything changes.

@@ -312,3 +312,45 @@ func TestRemovedErrorNamesTheBreaker(t *testing.T) {
 		})
 	}
 }
+
+// timeoutBlocker is a Recover whose Timeout blocks until released: the
+// manager's goroutine is stuck in it meanwhile.
+type timeoutBlocker struct {
+	started, release chan struct{}
+}
+
+func (timeoutBlocker) Init() (any, error) { return nil, nil }
+
+func (r timeoutBlocker) Timeout(recover.Context, any) (time.Duration, any) {
+	close(r.started)
+	<-r.release
+	return time.Hour, nil
+}
+
+// Register and Remove of breakers that are not shared do not wait for the
+// manager's goroutine: both return while it is stuck in a callback, and
+// the removal's event comes, with the instant of the Remove, once it is
+// free.
+func TestRegisterAndRemoveDoNotWaitForTheLoop(t *testing.T) {
+	m, mock := startMock(t)
+	ch, stop := m.Subscribe(16)
+	defer stop()
+	rec := timeoutBlocker{started: make(chan struct{}), release: make(chan struct{})}
+	stuck := register(t, m, "stuck", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: rec})
+	gone := register(t, m, "gone", manager.Config{})
+	fail(t, stuck, 1)
+	<-rec.started
+	at := mock.Now()
+	within(t, "Register while the loop is stuck", func() { register(t, m, "new", manager.Config{}) })
+	within(t, "Remove while the loop is stuck", func() { assert.True(t, m.Remove("gone")) })
+	_, err := gone.Acquire(context.Background())
+	assert.ErrorIs(t, err, manager.ErrRemoved, "the handle is removed when Remove returns")
+	_, ok := m.Breaker("gone")
+	assert.False(t, ok, "and the name free")
+	mock.Add(time.Minute)
+	close(rec.release)
+	m.Sync()
+	evs := drain(ch)
+	require.Len(t, evs, 2, "the trip, then the removal: %v", evs)
+	assert.Equal(t, manager.Event{Kind: manager.EventRemoved, Name: "gone", At: at, Gen: 2}, evs[1], "removal ends generation 1")
+}

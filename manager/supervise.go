@@ -92,14 +92,14 @@ func (m *Manager) supervise() bool {
 		// Every breaker is about to be closed or stays forced open: no
 		// timer survives.
 		m.timers = m.timers[:0]
-		restart = m.list
+		restart = m.all()
 	}
 	for _, b := range restart {
 		m.restartBreaker(b, now)
 	}
 	if !m.restartOne {
 		m.logWarn("fusebox: manager restarted after a panic; every breaker is closed",
-			"breakers", len(m.list), "restarts_in_window", len(m.restarts), "limit", m.maxRestarts)
+			"breakers", len(restart), "restarts_in_window", len(m.restarts), "limit", m.maxRestarts)
 	} else {
 		for _, b := range restart {
 			m.logWarn("fusebox: breaker restarted after a panic in its callback; it is closed, the others are as they were",
@@ -142,7 +142,7 @@ func (m *Manager) halt() {
 		m.failingOpen.Store(true)
 	}
 	now := m.clk.Now()
-	for _, b := range m.list {
+	for _, b := range m.all() {
 		b.mach.Halt()
 		if len(m.subs) > 0 {
 			m.publish(b, Event{Kind: EventHalted, Name: b.Name(), At: now, Gen: b.mach.Snapshot().Gen})

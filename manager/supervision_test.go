@@ -373,25 +373,30 @@ func (r initBlocker) Init() (any, error) {
 
 func (initBlocker) Timeout(recover.Context, any) (time.Duration, any) { return time.Second, nil }
 
-// A Register whose Recover.Init blocks returns ErrStopped once Stop has
-// given up on the callback, instead of waiting for a reply that never
-// comes.
-func TestStopEndsARegisterStuckInInit(t *testing.T) {
-	m, _, logs := superviseFixture(t, manager.Options{Watchdog: 20 * time.Millisecond})
+// A Register whose Recover.Init blocks holds up its caller only: Init
+// runs on the caller's goroutine, so the manager registers others, handles
+// their timers and stops meanwhile, and the stuck Register, once Init
+// returns, finds the manager stopped.
+func TestARegisterStuckInInitHoldsUpOnlyItsCaller(t *testing.T) {
+	m, mock, _ := superviseFixture(t, manager.Options{Watchdog: 20 * time.Millisecond})
 	rec := initBlocker{started: make(chan struct{}), release: make(chan struct{})}
-	defer close(rec.release)
 	registered := make(chan error, 1)
 	go func() {
 		_, err := m.Register("stuck", manager.Config{Recover: rec})
 		registered <- err
 	}()
 	<-rec.started
-	waitLog(t, logs, msgWatchdog, 1)
-	m.Stop()
+	b, err := m.Register("other", manager.Config{Strategy: breaker.Consecutive{Failures: 1}, Recover: recover.BasicTimeout{Open: time.Second}})
+	require.NoError(t, err)
+	fail(t, b, 1)
+	advance(m, mock, time.Second)
+	requireState(t, b, breaker.HalfOpen, "the other breaker's timer, while Init blocks")
+	within(t, "Stop while Init blocks", m.Stop)
+	close(rec.release)
 	select {
 	case err := <-registered:
 		assert.ErrorIs(t, err, manager.ErrStopped)
 	case <-time.After(10 * time.Second):
-		t.Fatal("Register did not return after Stop")
+		t.Fatal("Register did not return once Init did")
 	}
 }

@@ -81,6 +81,9 @@ func (m *Manager) runDue() {
 	now := m.clk.Now()
 	for len(m.timers) > 0 && !m.timers[0].at.After(now) {
 		d := m.timers.pop()
+		if d.b.removed {
+			continue // stale: Remove leaves its deadlines in the heap
+		}
 		if d.slow {
 			m.slowStartTick(d.b, d.gen, d.at)
 			continue
@@ -170,12 +173,13 @@ func (m *Manager) stopTimer() {
 	}
 }
 
-// drop removes every deadline of breaker b and restores the heap order.
-func (h *timerHeap) drop(b *Breaker) {
+// dropRemoved removes every deadline of a removed breaker and restores the
+// heap order.
+func (h *timerHeap) dropRemoved() {
 	s := *h
 	kept := s[:0]
 	for _, d := range s {
-		if d.b != b {
+		if !d.b.removed {
 			kept = append(kept, d)
 		}
 	}

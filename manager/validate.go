@@ -139,12 +139,16 @@ func isNilPointer(v any) bool {
 const (
 	opRegister    = "register"
 	opReconfigure = "reconfigure"
+	opGroup       = "group"
 )
 
 // configError says which breaker and which part of its Config is wrong, for
 // operation op. field is the Config field; err usually names the field
 // inside it.
 func configError(op, name, field string, err error) error {
+	if op == opGroup {
+		return fmt.Errorf("fusebox: group %q: Config.%s: %w", name, field, err)
+	}
 	return fmt.Errorf("fusebox: %s breaker %q: Config.%s: %w", op, name, field, err)
 }
 

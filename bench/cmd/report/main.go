@@ -32,6 +32,11 @@ import (
 	"time"
 )
 
+// tenantsPath is where the output of cmd/tenants is kept, in the bench
+// module: the report quotes it as it is, since a run at a million
+// breakers takes longer than a round of the suite.
+const tenantsPath = "tenants.md"
+
 func main() {
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -62,6 +67,7 @@ type session struct {
 	loadBefore string
 	loadAfter  string
 	extras     []extra
+	tenants    string // the saved output of cmd/tenants (tenantsPath), if any
 }
 
 // extra is the output of the benchmarks of one package of the main module.
@@ -140,6 +146,9 @@ func run(args []string, log io.Writer) error {
 		}
 	}
 
+	if t, err := os.ReadFile(tenantsPath); err == nil {
+		s.tenants = string(t)
+	}
 	m := describe(c.mainDir, res)
 	svg := chart(res)
 	md := report(res, m, s, relPath(filepath.Dir(c.mdPath), c.svgPath))

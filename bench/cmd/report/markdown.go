@@ -251,6 +251,14 @@ func report(r *results, m machine, s session, svgLink string) []byte {
 	p("One untimed cycle runs first, so that the deadline heap has its steady size. Each probe is\n")
 	p("released as soon as it is taken, racing the manager as it records the probe's deadline.\n\n")
 
+	if s.tenants != "" {
+		p("## Many breakers\n\n")
+		p("fusebox's manager and `manager.Group` beside gobreaker and failsafe-go breakers kept in a\n")
+		p("`map[string]*CB`, at 1,000 to 1,000,000 breakers (see [many breakers](many-breakers.md)).\n")
+		p("`bench/cmd/tenants` measures it, in rounds of its own; this is its saved output\n")
+		p("(`bench/tenants.md`), not a measure of this run:\n\n")
+		p("%s\n\n", strings.TrimSpace(s.tenants))
+	}
 	p("## Other benchmarks of the main module\n\n")
 	if len(s.extras) == 0 {
 		p("Not run this time (`-extras=false`, or the report was written from saved output).\n\n")

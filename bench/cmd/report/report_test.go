@@ -211,6 +211,7 @@ func TestReport(t *testing.T) {
 				output: "BenchmarkPut-2   100   5000 ns/op\nPASS"},
 			{pkg: "./store/...", note: "No benchmarks in ./store/... yet."},
 		},
+		tenants: "| at 1,000 breakers | gobreaker |\n|---|--:|\n| one hot breaker | 118 ns |\n",
 	}
 	md := string(report(r, machine{cpu: "Test CPU", cores: 2, goVer: "go1.26"}, s, "benchmarks.svg"))
 	for _, want := range []string{
@@ -224,6 +225,7 @@ func TestReport(t *testing.T) {
 		"### `./replicate/...`", "BenchmarkPut-2   100   5000 ns/op\nPASS",
 		"### `./store/...`\n\nNo benchmarks in ./store/... yet.",
 		"gobreaker has no count-based window",
+		"## Many breakers", "(`bench/tenants.md`), not a measure of this run:\n\n| at 1,000 breakers | gobreaker |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q", want)
