@@ -1,10 +1,10 @@
 package dashboard
 
 import (
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"time"
 
 	"github.com/fusebox-go/fusebox/manager"
-	"github.com/fusebox-go/fusebox/store"
 )
 
 // Status is what the page shows, as served by /api/status and in each event
@@ -121,7 +121,7 @@ type TransitionRecord struct {
 }
 
 // errText is err's text as the page shows it: one line, bounded.
-func errText(err error) string { return store.OneLine(err.Error(), store.MaxWhy) }
+func errText(err error) string { return reasontext.Line(err.Error(), reasontext.Max) }
 
 // whyOf says who opened the breaker and why, as its card shows it:
 // "opened by web-7: dial tcp ...", the cause alone for a breaker kept in

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -252,7 +253,7 @@ func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool
 	if sh.pending != nil && o == classify.Success {
 		// The window's strategy read the clock for its own count: read
 		// again for the bucket, a shared window's cost alone.
-		idx := sh.policy.Load().Bucket(b.mgr.clk.Now())
+		idx := sharepolicy.Bucket(sh.policy.Load(), b.mgr.clk.Now())
 		sh.pending.add(idx)
 		if h.Failures > 0 {
 			calls = h.Calls + sh.pending.total(idx)
@@ -300,7 +301,7 @@ func (sh *shared) report(b *Breaker, r fleet.ReportCall) fleet.Recorded {
 	var idx int64
 	var succ []int64
 	if sh.pending != nil {
-		idx = p.Bucket(at)
+		idx = sharepolicy.Bucket(p, at)
 		succ = sh.pending.take(idx)
 	}
 	var v store.Verdict
@@ -356,7 +357,7 @@ type successReport struct {
 // were pending.
 func (sh *shared) reportSuccesses(ctx context.Context, at time.Time) (successReport, bool) {
 	p := sh.policy.Load()
-	idx := p.Bucket(at)
+	idx := sharepolicy.Bucket(p, at)
 	succ := sh.pending.take(idx)
 	if succ == nil {
 		return successReport{}, false
@@ -396,7 +397,11 @@ func (sh *shared) reason() store.Reason {
 	if o, ok := cause.(*breaker.OpenedError); ok {
 		return store.Reason{By: o.By, Why: o.Text}
 	}
-	return store.ReasonOf(sh.b.mgr.name, cause)
+	r := store.Reason{By: sh.b.mgr.name}
+	if cause != nil {
+		r.Why = reasontext.Line(cause.Error(), reasontext.Max)
+	}
+	return r
 }
 
 // newToken returns a probe lease's token: the process's name, which

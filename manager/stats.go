@@ -1,11 +1,11 @@
 package manager
 
 import (
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/internal/machine"
-	"github.com/fusebox-go/fusebox/store"
 )
 
 // Stats are a breaker's counters and state at one moment. The counters
@@ -143,7 +143,7 @@ func (b *Breaker) Stats() Stats {
 		case *breaker.OpenedError:
 			st.OpenedBy, st.Cause = c.By, c.Text
 		default:
-			st.Cause = store.OneLine(c.Error(), store.MaxWhy)
+			st.Cause = reasontext.Line(c.Error(), reasontext.Max)
 		}
 	}
 	st.Calls = st.Successes + st.Failures + st.Ignored + st.Declined

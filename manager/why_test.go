@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"os"
 	"strings"
 	"sync"
@@ -90,7 +91,7 @@ func TestStatsCauseIsOneBoundedLine(t *testing.T) {
 	release(t, b, long)
 	m.Sync()
 	c := b.Stats().Cause
-	assert.LessOrEqual(t, len(c), store.MaxWhy)
+	assert.LessOrEqual(t, len(c), reasontext.Max)
 	assert.NotContains(t, c, "\n")
 	assert.True(t, strings.HasPrefix(c, "upstream said: é"), "got %q", c)
 	assert.True(t, strings.HasSuffix(c, "..."), "a cut text ends with ...: %q", c)

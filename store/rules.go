@@ -319,7 +319,7 @@ func (e entry) record(o opRecord, now time.Time) (entry, result) {
 // window adds failures to the current bucket of p, and successes by age
 // to theirs, and returns the window's totals.
 func (e *entry) window(p Policy, now time.Time, failures int64, successes []int64) (int64, int64) {
-	idx := p.Bucket(now)
+	idx := p.bucket(now)
 	buckets := maps.Clone(e.buckets)
 	if buckets == nil {
 		buckets = make(map[int64][2]int64)
@@ -360,7 +360,7 @@ func (e *entry) report(p Policy, now time.Time, calls, failures int64, v *Verdic
 	n := max(p.Buckets, 1)
 	var idx int64
 	if p.window() {
-		idx = p.Bucket(now)
+		idx = p.bucket(now)
 	}
 	if calls > 0 {
 		// A run keeps its reporters' failures in one span.

@@ -32,12 +32,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/internal/rule"
 )
 
@@ -187,24 +185,20 @@ func (p Policy) Trips(v Verdict) bool {
 		w := rule.Without(rule.Share{Calls: v.Calls, Failures: v.Failures}, rule.Share{Calls: v.LargestCalls, Failures: v.LargestFailures})
 		v.Calls, v.Failures = w.Calls, w.Failures
 	}
-	return p.Reached(v)
+	return p.reached(v)
 }
 
-// Reached reports whether a verdict's counts reach the strategy's
-// threshold, whatever the processes they come from: Trips without the
-// quorum.
-func (p Policy) Reached(v Verdict) bool {
-	if p.window() {
-		return rule.Rate(v.Calls, v.Failures, int64(p.MinCalls), p.Rate)
-	}
-	return rule.Consecutive(v.Failures, p.Failures)
-}
-
-// Bucket returns the index of the bucket of a window policy that holds
+// bucket returns the index of the bucket of a window policy that holds
 // instant t (see Rate): the numbering every store, and the manager's
-// count of the successes it has not reported yet, use. It is on the path
-// of a shared window's calls.
-func (p *Policy) Bucket(t time.Time) int64 { return rule.Bucket(t, rule.Width(p.Period, p.Buckets)) }
+// count of the successes it has not reported yet, use (rule.Bucket).
+func (p Policy) bucket(t time.Time) int64 { return rule.Bucket(t, rule.Width(p.Period, p.Buckets)) }
+
+// reached reports whether a verdict's counts reach the strategy's
+// threshold, whatever the processes they come from: Trips without the
+// quorum (rule.Reached).
+func (p Policy) reached(v Verdict) bool {
+	return rule.Reached(p.Rate, int64(p.MinCalls), p.Failures, v.Calls, v.Failures)
+}
 
 // Shareable is implemented by strategies, other than the built-in ones, that
 // can be evaluated by a store.
@@ -272,9 +266,6 @@ type Status struct {
 	Err error
 }
 
-// MaxWhy is the longest Reason.Why a store keeps, in bytes.
-const MaxWhy = 200
-
 // Reason says which process opened a breaker and why: its name
 // (manager.Options.Name) and the error of the call that opened it. It
 // travels with the opening through the store, so that every process of
@@ -284,60 +275,17 @@ type Reason struct {
 	By string
 	// Why is the text of the error of the call that opened the breaker
 	// (the call that tripped it, or the probe that failed), on one line
-	// and at most MaxWhy bytes (see ReasonOf); empty if that call
+	// (every control character a space) and at most 200 bytes, cut at a
+	// character boundary with "..." at the end; empty if that call
 	// returned no error (a slow call, or an outcome reported without
 	// one).
 	Why string
 }
 
-// ReasonOf returns the Reason of an opening by process by because of a
-// call that returned err (nil: none): err's text on one line, every
-// control character a space, cut to MaxWhy bytes at a character boundary,
-// with "..." at the end of a cut text.
-func ReasonOf(by string, err error) Reason {
-	r := Reason{By: by}
-	if err != nil {
-		r.Why = OneLine(err.Error(), MaxWhy)
-	}
-	return r
-}
-
-// OneLine returns s on one line, every control character (a newline, a
-// tab, an invalid byte) a space, cut to at most limit bytes at a character
-// boundary, with "..." at the end of a cut text. Stores keep a
-// Reason.Why they are given so, whoever made it.
-func OneLine(s string, limit int) string {
-	if len(s) <= limit && !strings.ContainsFunc(s, control) {
-		return s
-	}
-	s = strings.Map(func(r rune) rune {
-		if control(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	if len(s) <= limit {
-		return s
-	}
-	dots := "..."
-	if limit < len(dots) {
-		dots = ""
-	}
-	n := limit - len(dots)
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:max(n, 0)] + dots
-}
-
-// control reports whether r is a control character, or stands for an
-// invalid byte.
-func control(r rune) bool { return r == utf8.RuneError || unicode.IsControl(r) }
-
 // clean returns r as a store keeps it: each field on one line, By at most
-// MaxWhy bytes too.
+// 200 bytes too.
 func (r Reason) clean() Reason {
-	return Reason{By: OneLine(r.By, MaxWhy), Why: OneLine(r.Why, MaxWhy)}
+	return Reason{By: reasontext.Line(r.By, reasontext.Max), Why: reasontext.Line(r.Why, reasontext.Max)}
 }
 
 // String returns "opened by web-7: dial tcp ...: connection refused", or

@@ -17,6 +17,7 @@
 package fleet
 
 import (
+	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -572,7 +573,7 @@ func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
 		// A window with no failure in it cannot trip: a success is
 		// stepped only when it may bring the window to its threshold,
 		// by this process's count or the fleet's.
-		return !localTrip && !(h.Failures > 0 && h.Policy.Reached(store.Verdict{Calls: calls, Failures: h.Failures}))
+		return !localTrip && !(h.Failures > 0 && sharepolicy.Reached(h.Policy, store.Verdict{Calls: calls, Failures: h.Failures}))
 	}
 	return !h.Dirty
 }
@@ -737,7 +738,7 @@ func (s *State) crossedBefore(m Recorded) bool {
 	if !m.Failure || p.Rate > 0 || p.Quorum > 1 {
 		return false
 	}
-	return p.Reached(store.Verdict{Failures: m.Verdict.Failures - m.Failures})
+	return sharepolicy.Reached(p, store.Verdict{Failures: m.Verdict.Failures - m.Failures})
 }
 
 // awaited ends the wait for another process's opening: if none was heard

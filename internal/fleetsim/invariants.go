@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"errors"
 	"fmt"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"slices"
 	"strings"
 	"time"
@@ -540,7 +541,7 @@ func (w *world) namesReason(p *proc, err error, r store.Reason) bool {
 	case err == nil:
 		return r.Why == ""
 	}
-	return store.OneLine(err.Error(), store.MaxWhy) == r.Why
+	return reasontext.Line(err.Error(), reasontext.Max) == r.Why
 }
 
 // resetEndsRamp: a Reset ends every process's slow start.

@@ -176,3 +176,15 @@ func (sl Slide) At(idx int64, n int) Share {
 	}
 	return Share{}
 }
+
+// Reached reports whether counts reach a shared strategy's threshold,
+// whatever the processes they come from: for a window policy (rate above
+// zero) the Rate rule on calls and fails with minCalls, otherwise the
+// Consecutive rule on fails with failures. It is what stores count
+// towards, and what a process that reads their counts judges them by.
+func Reached(rate float64, minCalls int64, failures int, calls, fails int64) bool {
+	if rate > 0 {
+		return Rate(calls, fails, minCalls, rate)
+	}
+	return Consecutive(fails, failures)
+}

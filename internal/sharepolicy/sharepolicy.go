@@ -41,3 +41,17 @@ func Of(s breaker.Strategy) (store.Policy, error) {
 	}
 	return store.Policy{}, fmt.Errorf("%w: %T implements neither a built-in policy nor store.Shareable", store.ErrNotShareable, s)
 }
+
+// Bucket returns the index of the bucket of window policy p that holds
+// instant t: the numbering the stores use (rule.Bucket), by which the
+// manager counts the successes it has not reported yet.
+func Bucket(p *store.Policy, t time.Time) int64 {
+	return rule.Bucket(t, rule.Width(p.Period, p.Buckets))
+}
+
+// Reached reports whether a verdict's counts reach p's threshold,
+// whatever the processes they come from: store.Policy.Trips without the
+// quorum.
+func Reached(p store.Policy, v store.Verdict) bool {
+	return rule.Reached(p.Rate, int64(p.MinCalls), p.Failures, v.Calls, v.Failures)
+}

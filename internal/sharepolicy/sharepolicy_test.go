@@ -66,7 +66,7 @@ func TestBucket(t *testing.T) {
 		{time.Unix(-1, 0), -1},
 		{time.Unix(1_700_000_000, 500_000_000), 1_700_000_000},
 	} {
-		assert.Equal(t, c.want, p.Bucket(c.at), "Bucket at %v, buckets of 1s", c.at)
+		assert.Equal(t, c.want, sharepolicy.Bucket(p, c.at), "Bucket at %v, buckets of 1s", c.at)
 	}
 }
 
@@ -90,7 +90,7 @@ func TestReached(t *testing.T) {
 		{"window at the rate without the largest share", window, store.Verdict{Calls: 8, Failures: 4, LargestCalls: 4, LargestFailures: 2}, true, true},
 		{"window: the largest share takes the rate below", window, store.Verdict{Calls: 20, Failures: 10, LargestCalls: 5, LargestFailures: 5}, true, false},
 	} {
-		assert.Equal(t, c.reached, c.p.Reached(c.v), "Reached: %s, %+v", c.name, c.v)
+		assert.Equal(t, c.reached, sharepolicy.Reached(c.p, c.v), "Reached: %s, %+v", c.name, c.v)
 		assert.Equal(t, c.trips, c.p.Trips(c.v), "Trips: %s, %+v", c.name, c.v)
 	}
 }

@@ -47,6 +47,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -530,7 +531,7 @@ func reasonArg(r store.Reason) string {
 	if r == (store.Reason{}) {
 		return ""
 	}
-	return store.OneLine(r.By, store.MaxWhy) + "\n" + store.OneLine(r.Why, store.MaxWhy)
+	return reasontext.Line(r.By, reasontext.Max) + "\n" + reasontext.Line(r.Why, reasontext.Max)
 }
 
 // parseOpener reads the opener key's value, "epoch\nby\nwhy", as the

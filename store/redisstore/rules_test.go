@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -261,7 +262,7 @@ func (c *conformance) step() bool {
 	ctx := context.Background()
 	p := c.policy
 	p.Reporter = []string{"a", "b", "c"}[c.rnd.IntN(3)]
-	if p.Rate > 0 && p.Bucket(c.clk.Now()) != p.Bucket(c.base.Add(time.Since(c.start))) {
+	if p.Rate > 0 && sharepolicy.Bucket(&p, c.clk.Now()) != sharepolicy.Bucket(&p, c.base.Add(time.Since(c.start))) {
 		return false
 	}
 	c.now()

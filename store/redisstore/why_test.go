@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,6 @@ func TestFleetSaysWhoOpenedAndWhy(t *testing.T) {
 		}
 	})
 	require.ErrorAs(t, opened.Err, &oe)
-	assert.LessOrEqual(t, len(oe.Text), store.MaxWhy, "the store keeps a bounded text")
+	assert.LessOrEqual(t, len(oe.Text), reasontext.Max, "the store keeps a bounded text")
 	assert.True(t, strings.HasSuffix(oe.Text, "..."), "a cut text ends with ...: %q", oe.Text)
 }

@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"slices"
 	"strings"
 	"sync"
@@ -169,14 +170,14 @@ func reason(t *testing.T, h Harness) {
 	if c := next("the lease"); c.Kind != store.Leased || c.Epoch != 1 || c.Probe != time.Minute {
 		t.Errorf("the lease's change: %+v, want leased in epoch 1 for 1m", c)
 	}
-	long := strings.Repeat("é", store.MaxWhy)
+	long := strings.Repeat("é", reasontext.Max)
 	st, ok, err = s.Resolve(ctx(t), name, "web-8/1", 1, classify.Failure, time.Minute, store.Reason{By: "web-8", Why: long})
 	if err != nil || !ok {
 		t.Fatal("Resolve", ok, err)
 	}
-	want8 := store.Reason{By: "web-8", Why: store.OneLine(long, store.MaxWhy)}
-	if st.Reason != want8 || len(st.Reason.Why) > store.MaxWhy {
-		t.Errorf("a failed probe's status: Reason %+v, want %+v (at most %d bytes)", st.Reason, want8, store.MaxWhy)
+	want8 := store.Reason{By: "web-8", Why: reasontext.Line(long, reasontext.Max)}
+	if st.Reason != want8 || len(st.Reason.Why) > reasontext.Max {
+		t.Errorf("a failed probe's status: Reason %+v, want %+v (at most %d bytes)", st.Reason, want8, reasontext.Max)
 	}
 	if c := next("the failed probe"); c.Kind != store.Opened || c.Reason != want8 {
 		t.Errorf("the failed probe's change: %+v, want Reason %+v", c, want8)
