@@ -546,6 +546,10 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		s.awaited(m, &a)
 	case Heard:
 		s.hear(v, now, m, &a)
+	case HalfOpenAsked:
+		s.halfOpenAsked(v, &a)
+	case HalfOpenReply:
+		s.halfOpenReply(v, now, m, &a)
 	}
 	return s, a
 }
@@ -1147,6 +1151,9 @@ func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now
 		}
 		step, ok := m.TripBy(c.Gen, c.Outcome, callErr, cause, now)
 		return step, ok, false, false
+	case HalfOpen:
+		step, cur, ok := m.HalfOpen(c.Gen, now)
+		return step, ok, !ok && cur.Gen != s.Gen, false
 	}
 	return machine.Step{}, false, false, false
 }

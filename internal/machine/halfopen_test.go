@@ -15,7 +15,7 @@ func halfOpenAt(now time.Time) input {
 	return input{
 		desc: fmt.Sprintf("HalfOpen(%s)", when(now)),
 		apply: func(f *fixture) (machine.Step, bool, result) {
-			step, _, ok := f.m.HalfOpen(now)
+			step, _, ok := f.m.HalfOpen(f.m.Snapshot().Gen, now)
 			return step, ok, result{}
 		},
 	}
@@ -54,6 +54,12 @@ func TestMachineHalfOpen(t *testing.T) {
 			{forceOpen(at(0)), moved(closed, open, breaker.CauseForceOpen, false)},
 			{halfOpenAt(at(time.Second)), stays(open)},
 		}},
+		{"another generation: refused", append(tripped(),
+			step{input{desc: "HalfOpen(gen-1)", apply: func(f *fixture) (machine.Step, bool, result) {
+				step, _, ok := f.m.HalfOpen(f.m.Snapshot().Gen-1, at(5*time.Second))
+				return step, ok, result{}
+			}}, stays(open)},
+		)},
 		{"halted: refused", append(tripped(),
 			step{halt(), stays(open)},
 			step{halfOpenAt(at(5 * time.Second)), stays(open)},

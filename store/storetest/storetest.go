@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("QuorumCountsReporters", func(t *testing.T) { quorum(t, h) })
 	t.Run("SlowStartCountsDown", func(t *testing.T) { slowStart(t, h) })
 	t.Run("OpeningKeepsItsReason", func(t *testing.T) { reason(t, h) })
+	t.Run("HalfOpenEndsThePeriod", func(t *testing.T) { halfOpen(t, h) })
 }
 
 // reason: an opening keeps who opened the breaker and why, on one line,
