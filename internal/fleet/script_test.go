@@ -51,6 +51,8 @@ import (
 //	failed
 //	answered SEQ
 //	heard [seq=N] STATUS
+//	halfopen                  a caller asks to end the open period (HalfOpen)
+//	halfopenreply [applied] [err] STATUS
 var rewrite = flag.Bool("rewrite", false, "rewrite the step's scripts with what the code does now")
 
 var errDown = errors.New("connection refused")
@@ -333,6 +335,10 @@ func (d *script) run(line string) string {
 		msg = fleet.Answered{Seq: a.posInt(0)}
 	case "heard":
 		msg = fleet.Heard{Status: a.status(), At: d.now, Seq: uint64(a.int("seq"))}
+	case "halfopen":
+		msg = fleet.HalfOpenAsked{}
+	case "halfopenreply":
+		msg = fleet.HalfOpenReply{Applied: a.has("applied"), Status: a.status(), Err: a.err(), At: d.now}
 	default:
 		d.t.Fatalf("unknown command %q", words[0])
 	}

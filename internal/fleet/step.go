@@ -102,6 +102,11 @@ type State struct {
 	// of a failed probe, which the loop resolves once Recover has decided
 	// the next open period.
 	Acquiring, Held, Failing Lease
+	// Reopening is the lease of a failed probe whose verdict the loop
+	// sends (a ReopenCall), until its Decided: the store holds it for
+	// this process until then, and hearing it back moves nothing (see
+	// echoed, echo.go).
+	Reopening Lease
 	// Tripped is the trip this process decided and has not told the
 	// store of yet; Awaiting is one whose opening it waits to hear of
 	// (OwnTrip.Await) until the loop's Awaited.
@@ -948,7 +953,7 @@ func (s *State) applied(m Applied, a *Actions) {
 		// A failed probe: the lease keeps the fleet from probing until
 		// the new period is in the store.
 		if l := s.Failing; l.Held() && l.Gen+1 == m.Gen {
-			s.Failing = Lease{}
+			s.Failing, s.Reopening = Lease{}, l
 			a.loop(ReopenCall{Lease: l, Reopen: m.Period})
 		}
 	}
@@ -956,7 +961,7 @@ func (s *State) applied(m Applied, a *Actions) {
 
 // decided takes the store's answer to a call the loop made.
 func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
-	s.Forcing = false
+	s.Forcing, s.Reopening = false, Lease{}
 	switch {
 	case m.Err != nil:
 		s.fallBack(v, m.Err, a)
@@ -1063,7 +1068,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	}
 	// This process holds the lease while its probe is the machine's
 	// current state, and while a caller asks for it.
-	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen)
+	holder := v.State == breaker.Probing && (s.Held.Gen == v.Gen || s.Acquiring.Gen == v.Gen) || s.echoed(h)
 	self := s.Policy.Reporter
 	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self)}
 	next, changed := Follow(cur, h.Status, h.At, now)
