@@ -63,7 +63,8 @@ const (
 	// usually one granted before the breaker moved on, a stale release.
 	opReleaseOldest
 	// opReleaseKeep releases the newest held permit but keeps it, so that
-	// it is released again later (a documented misuse: it counts twice).
+	// it is released again later (a documented misuse: a second failure
+	// or ignore right after counts nothing, a success counts again).
 	opReleaseKeep
 	// opAdvance moves the clock by the argument in milliseconds.
 	opAdvance
@@ -668,8 +669,8 @@ func fuzzSeeds() []scriptSeed[fuzzOp] {
 			name:   "stale-and-double",
 			header: consHeader(2, 1, 3),
 			ops: ops(
-				[]fuzzOp{sAcquire, sAcquire, sAcquire, sRelease(oFailure), sReleaseKeep(oFailure)}, // one permit counted twice trips
-				[]fuzzOp{sRelease(oFailure), sReleaseOld(oSuccess)},                                // both stale
+				[]fuzzOp{sAcquire, sAcquire, sAcquire, sRelease(oFailure), sReleaseKeep(oFailure)}, // two failures trip
+				[]fuzzOp{sRelease(oFailure), sReleaseOld(oSuccess)},                                // a second release (nothing), then stale
 				[]fuzzOp{sEdge, sAcquire, sReleaseKeep(oIgnore), sRelease(oSuccess)},               // the probe's second release is stale
 				[]fuzzOp{sAcquire, sRelease(oSuccess)},
 			),
