@@ -153,6 +153,10 @@ type State struct {
 	// quorum): it probes on its own and follows nothing of the fleet's
 	// closed epoch until it closes, or the fleet moves to another epoch.
 	Alone bool
+	// DryRun says the process is in a dry run (manager.Config.DryRun):
+	// it reads the store and writes nothing to it that could make another
+	// process decline (see dryrun.go).
+	DryRun bool
 }
 
 // View is what the owner of a State sees besides it: the breaker's
@@ -551,6 +555,8 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		s.awaited(m, &a)
 	case Heard:
 		s.hear(v, now, m, &a)
+	case DryRunSet:
+		s.DryRun = m.On
 	case HalfOpenAsked:
 		s.halfOpenAsked(v, &a)
 	case HalfOpenReply:
@@ -570,7 +576,7 @@ func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
 	switch {
 	case o == classify.Ignore:
 		return true // an ignored call trips no count
-	case h.Down:
+	case h.Down || h.DryRun:
 		return !localTrip
 	case o == classify.Failure:
 		return false
@@ -586,8 +592,8 @@ func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
 // Hints are what Quiet reads of a State, published by its owner after
 // each step for lock-free readers.
 type Hints struct {
-	Down, Dirty bool
-	Window      bool
+	Down, Dirty, DryRun bool
+	Window              bool
 	// Calls and Failures are the window's counts as the store last gave
 	// them; Processes how many processes reported its failures.
 	Calls, Failures, Processes int64
@@ -596,7 +602,7 @@ type Hints struct {
 
 // Hints returns what Quiet needs of s, and Stats shows.
 func (s State) Hints() Hints {
-	return Hints{Down: s.Link.Down, Dirty: s.Dirty, Window: s.Policy.Rate > 0,
+	return Hints{Down: s.Link.Down, Dirty: s.Dirty, DryRun: s.DryRun, Window: s.Policy.Rate > 0,
 		Calls: s.Calls, Failures: s.Failures, Processes: s.Processes, Policy: s.Policy}
 }
 
@@ -611,6 +617,8 @@ func (s *State) outcome(v View, m Outcome, a *Actions) {
 	case s.Link.Down:
 		// Only the local fallback counts, and trips.
 		s.localTrip(m.Gen, m.Outcome, m.LocalTrip, a)
+	case s.DryRun:
+		s.dryOutcome(m, a)
 	case m.Outcome == classify.Failure && s.Reporting:
 		if s.FoldedGen != m.Gen {
 			s.Folded, s.FoldedGen, s.FoldedTrip = 0, m.Gen, false
@@ -787,7 +795,7 @@ func (s *State) probeWon(m ProbeWon, a *Actions) {
 		a.Change = Move{Gen: m.Gen, State: breaker.Open}
 		return
 	}
-	if s.Link.Down || s.Alone {
+	if s.Link.Down || s.Alone || s.DryRun {
 		a.Probe.Hold = max(s.Lease, minHold)
 		return
 	}
@@ -1022,7 +1030,7 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 	case v.Forced:
 		// Forced by following the fleet: the store says whether it
 		// still is (a Reset made meanwhile lifts it here too).
-	case v.State == breaker.Open && v.Until.After(now):
+	case v.State == breaker.Open && v.Until.After(now) && !s.DryRun:
 		// Opened locally during the outage: tell the fleet.
 		a.loop(OpenCall{Epoch: s.Epoch, Until: v.Until})
 	}
