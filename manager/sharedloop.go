@@ -99,6 +99,8 @@ func (sh *shared) effects(list []fleet.Effect) {
 				h.queue([]*shared{sh})
 			}
 		case fleet.Restored:
+		case fleet.QuorumShort:
+			m.quorumShort(b, e)
 		}
 	}
 }

@@ -157,6 +157,9 @@ type State struct {
 	// it reads the store and writes nothing to it that could make another
 	// process decline (see dryrun.go).
 	DryRun bool
+	// QuorumSaid says the process told its owner, once, that the quorum
+	// refused an opening the threshold reached (QuorumShort, quorum.go).
+	QuorumSaid bool
 }
 
 // View is what the owner of a State sees besides it: the breaker's
@@ -521,7 +524,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case LeaseDecided:
 		s.Lease = max(m.Lease, minHold)
 	case Reconfigured:
-		s.Policy = m.Policy
+		s.Policy, s.QuorumSaid = m.Policy, false
 	case Decided:
 		s.decided(v, now, m, &a)
 	case Manual:
@@ -713,6 +716,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	}
 	if s.Policy.Quorum > 1 {
 		s.Processes = m.Verdict.Processes
+		s.quorumShort(m.Verdict, a)
 	}
 	switch {
 	case m.Verdict.Opened():
