@@ -34,13 +34,11 @@ import (
 // the same id and was the last failure released on the line: once in
 // 2^32 such releases.
 //
-// The cost: a random draw per permit Acquire grants in the closed state
-// (runtime.cheaprand, about 1.5ns: a tenth of an Acquire and Release;
-// Do and Call, which release once by construction, draw none), and on
-// the release of a failure or an ignore, one load and one store to a line
+// The cost: a random draw per grant, a few instructions, and on the
+// release of a failure or an ignore, one load and one store to a line
 // that its goroutine's P mostly keeps in its own cache. A success, the
-// healthy path, is not checked: checking it too cost a healthy call about
-// half as much again as it did.
+// healthy path, pays nothing more: checking it too cost a healthy call
+// about half as much again as it did.
 type releases struct {
 	lines []releaseLine
 }
