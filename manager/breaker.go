@@ -150,23 +150,6 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	return b.acquireSlow(ctx)
 }
 
-// acquireOnce is Acquire for Do and Call, which release their permit
-// exactly once by construction: a permit of the closed state carries no
-// id, so it costs no draw (release.go), and is never taken for a second
-// release. Every other state goes the way of Acquire.
-func (b *Breaker) acquireOnce(ctx context.Context) (Permit, error) {
-	if ctx != nil {
-		if s := b.mach.Snapshot(); s.Admits() {
-			p := Permit{b: b, t: machine.Ticket{Gen: s.Gen}}
-			if b.timesCalls.Load() {
-				p.start = b.started()
-			}
-			return p, nil
-		}
-	}
-	return b.Acquire(ctx)
-}
-
 // acquireSlowStart is Acquire in a slow start: the call goes through with
 // the share the slow start admits, which the manager works out again at
 // each of its ticks, and is declined with the snapshot's error otherwise
@@ -376,7 +359,7 @@ func (b *Breaker) Do(ctx context.Context, fn func(context.Context) error) error 
 	if fn == nil {
 		return b.misuse("Do", errNilFunc)
 	}
-	p, err := b.acquireOnce(ctx)
+	p, err := b.Acquire(ctx)
 	if err != nil {
 		if ctx == nil {
 			// Acquire counted nothing; the error names Do.
@@ -405,7 +388,7 @@ func Call[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, e
 		var zero T
 		return zero, b.misuse("Call", errNilFunc)
 	}
-	p, err := b.acquireOnce(ctx)
+	p, err := b.Acquire(ctx)
 	if err != nil {
 		var zero T
 		if ctx == nil {
