@@ -63,8 +63,7 @@ const (
 	// usually one granted before the breaker moved on, a stale release.
 	opReleaseOldest
 	// opReleaseKeep releases the newest held permit but keeps it, so that
-	// it is released again later (a documented misuse: a second failure
-	// or ignore right after counts nothing, a success counts again).
+	// it is released again later (a documented misuse: it counts twice).
 	opReleaseKeep
 	// opAdvance moves the clock by the argument in milliseconds.
 	opAdvance
@@ -669,8 +668,8 @@ func fuzzSeeds() []scriptSeed[fuzzOp] {
 			name:   "stale-and-double",
 			header: consHeader(2, 1, 3),
 			ops: ops(
-				[]fuzzOp{sAcquire, sAcquire, sAcquire, sRelease(oFailure), sReleaseKeep(oFailure)}, // two failures trip
-				[]fuzzOp{sRelease(oFailure), sReleaseOld(oSuccess)},                                // a second release (nothing), then stale
+				[]fuzzOp{sAcquire, sAcquire, sAcquire, sRelease(oFailure), sReleaseKeep(oFailure)}, // one permit counted twice trips
+				[]fuzzOp{sRelease(oFailure), sReleaseOld(oSuccess)},                                // both stale
 				[]fuzzOp{sEdge, sAcquire, sReleaseKeep(oIgnore), sRelease(oSuccess)},               // the probe's second release is stale
 				[]fuzzOp{sAcquire, sRelease(oSuccess)},
 			),

@@ -203,7 +203,6 @@ func modelEventOf(e manager.Event) modelEvent {
 type modelPermit struct {
 	gen   uint64
 	probe bool
-	id    int // which grant it was (from 1), to tell a second release
 }
 
 // modelStats are the counters of manager.Stats the model predicts.
@@ -293,15 +292,11 @@ type refModel struct {
 	window      time.Duration
 	restarts    []time.Time
 
-	stats  modelStats
-	grants int // permits granted so far
-	// lastFailed is the permit last released with a failure or an
-	// ignore (its id; zero: none): all in one goroutine, the script's.
-	lastFailed int
-	events     []modelEvent      // expected events, since the last take
-	timeouts   []recover.Context // expected Recover.Timeout calls, since the last take
-	cause      error             // the error of the call being released, for Context.Err
-	opened     error             // what opened the breaker: its declined calls' OpenError.Cause
+	stats    modelStats
+	events   []modelEvent      // expected events, since the last take
+	timeouts []recover.Context // expected Recover.Timeout calls, since the last take
+	cause    error             // the error of the call being released, for Context.Err
+	opened   error             // what opened the breaker: its declined calls' OpenError.Cause
 
 	// The slow start after a recovery (Config.SlowStart): one runs while
 	// slowUntil is set, from slowFrom; its share is worked out again at
@@ -479,8 +474,7 @@ func (r *refModel) acquire(cancelled bool) (modelPermit, *breaker.OpenError, err
 		// In a slow start, a share of calls goes through, drawn at
 		// random: the caller sees which (declineSlow).
 		r.either = !r.slowUntil.IsZero()
-		r.grants++
-		return modelPermit{gen: r.gen, id: r.grants}, nil, nil
+		return modelPermit{gen: r.gen}, nil, nil
 	case r.state == breaker.Open || r.state == breaker.Probing:
 		r.stats.Declined++
 		return modelPermit{}, &breaker.OpenError{Name: r.name, State: r.state, Until: r.until, Cause: r.opened}, nil
@@ -492,22 +486,12 @@ func (r *refModel) acquire(cancelled bool) (modelPermit, *breaker.OpenError, err
 	// Acquire returns.
 	gen := r.gen + 1
 	r.move(breaker.Probing, breaker.CauseProbe, 0, r.now)
-	r.grants++
-	return modelPermit{gen: gen, probe: true, id: r.grants}, nil, nil
+	return modelPermit{gen: gen, probe: true}, nil, nil
 }
 
 // release reports the outcome of permit p, a call that returned err (nil
 // for ReleaseOutcome).
 func (r *refModel) release(p modelPermit, o classify.Outcome, err error) {
-	if o != classify.Success {
-		// A failure or an ignore of the permit the script's goroutine
-		// released last as one is that permit's second release: it
-		// counts nothing.
-		if p.id != 0 && p.id == r.lastFailed {
-			return
-		}
-		r.lastFailed = p.id
-	}
 	r.cause = err
 	defer func() { r.cause = nil }()
 	switch o {
