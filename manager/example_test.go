@@ -82,12 +82,11 @@ func ExampleBreaker_Acquire() {
 }
 
 // A Permit is a value, and nothing stops it from being released twice (or
-// a copy of it being released too). A failure released a second time by
-// the goroutine that released it counts nothing (it is logged, once per
-// breaker), so one call cannot trip a Consecutive{Failures: 2} breaker;
-// the check has limits (a success released twice counts twice, as may a
-// second release from another goroutine). Release each permit exactly
-// once, as Do and Call do.
+// a copy of it being released too): each release counts, so the call is
+// counted twice, and a failure released twice counts twice towards a
+// trip. Release each permit exactly once, as Do and Call do; a defer that
+// releases as a failure must not run after the release of the call's
+// error.
 func ExamplePermit_Release_twice() {
 	m := manager.Start(manager.Options{})
 	defer m.Stop()
@@ -100,7 +99,7 @@ func ExamplePermit_Release_twice() {
 	st := b.Stats()
 	fmt.Println(st.Calls, "calls,", st.Failures, "failures, now", b.State())
 	// Output:
-	// 1 calls, 1 failures, now closed
+	// 2 calls, 2 failures, now open
 }
 
 // Subscribe receives every transition, with the outcome and cause that made
