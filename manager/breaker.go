@@ -92,13 +92,9 @@ func (b *Breaker) Snapshot() *breaker.Snapshot { return &b.mach.Snapshot().Snaps
 
 // Permit is the right to make one call through a breaker, returned by
 // Acquire. Report the call's result with exactly one Release or
-// ReleaseOutcome. A Permit is a small value; copying it is cheap. A
-// failure or an ignore released a second time for a permit (or a copy)
-// by the goroutine that released it so first, with no other such release
-// in between, counts nothing and is logged once per breaker, so a call
-// released twice cannot trip a breaker that one release would not; other
-// second releases (a success, one from another goroutine) still count
-// again: release each permit once. The zero Permit's methods do nothing.
+// ReleaseOutcome. A Permit is a small value; copying it is cheap, but
+// releasing two copies counts the call twice. The zero Permit's methods do
+// nothing.
 type Permit struct {
 	b *Breaker
 	t machine.Ticket
@@ -131,7 +127,7 @@ func (b *Breaker) Acquire(ctx context.Context) (Permit, error) {
 	}
 	s := b.mach.Snapshot()
 	if s.Admits() {
-		p := Permit{b: b, t: machine.Ticket{Gen: s.Gen, ID: stripe.Rand32()}}
+		p := Permit{b: b, t: machine.Ticket{Gen: s.Gen}}
 		if b.timesCalls.Load() {
 			p.start = b.started()
 		}
@@ -191,7 +187,6 @@ func (b *Breaker) acquireSlow(ctx context.Context) (Permit, error) {
 // permit returns the permit of ticket t, started now if the breaker times
 // its calls.
 func (b *Breaker) permit(t machine.Ticket) Permit {
-	t.ID = stripe.Rand32()
 	p := Permit{b: b, t: t}
 	if b.timesCalls.Load() {
 		p.start = b.started()
@@ -278,12 +273,6 @@ func (p Permit) release(o classify.Outcome, err error) {
 			o = classify.Failure
 			took = d
 		}
-	}
-	if o != classify.Success && b.mgr.released.again(p.t) {
-		// A second release (release.go): checked for the outcomes that
-		// can open the breaker, so that a healthy call pays nothing.
-		b.releasedTwice()
-		return
 	}
 	b.stats.Add(outcomeStat(o))
 	if p.t.Probe {

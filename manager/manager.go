@@ -151,9 +151,6 @@ type Manager struct {
 
 	stores stores // the hubs of shared breakers, and their store calls (hub.go)
 
-	released releases    // the permits released last, to tell a second release (release.go)
-	twice    twiceWarned // breakers whose permits were released twice, logged once each
-
 	mu     sync.RWMutex // guards byName and list, written only by the loop
 	byName map[string]*Breaker
 	list   []*Breaker
@@ -210,7 +207,6 @@ func newManager(opts Options) *Manager {
 		watchdogAfter: opts.Watchdog,
 		wake:          make(chan struct{}, 1),
 	}
-	m.released.init()
 	if m.clk == nil {
 		m.clk = clock.New()
 	}

@@ -142,10 +142,6 @@ func (s *Snapshot) Declines() bool { return s.decline }
 type Ticket struct {
 	Gen   uint64
 	Probe bool
-	// ID is the driver's, which draws it at random to tell a second
-	// release of one permit from the first (in what was padding: a
-	// Ticket stays two words). The machine does not read it.
-	ID uint32
 }
 
 // Step is one transition the machine made.
