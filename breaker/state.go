@@ -72,6 +72,9 @@ const (
 	// of the quorum: it opens in its process alone, for its own period and
 	// with its own probe, and the fleet goes on.
 	CauseAlone
+	// CauseHalfOpen: the open period was ended by hand (HalfOpen): the
+	// next call is the probe.
+	CauseHalfOpen
 )
 
 // String returns a lowercase name such as "trip" or "timer".
@@ -93,6 +96,8 @@ func (c Cause) String() string {
 		return "shared"
 	case CauseAlone:
 		return "alone"
+	case CauseHalfOpen:
+		return "half_open"
 	case 0:
 		return "none"
 	}

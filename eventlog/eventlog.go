@@ -68,12 +68,12 @@ type Options struct {
 
 // DefaultLevel is the level of a transition's record when Options.Level is
 // nil: slog.LevelWarn when the breaker opens (it tripped, a probe failed,
-// or it was forced open), loses its store or halts, slog.LevelInfo
-// otherwise.
+// or it was forced open), loses its store, halts, or its quorum cannot be
+// met (manager.EventQuorumShort), slog.LevelInfo otherwise.
 func DefaultLevel(ev manager.Event) slog.Level {
 	switch {
 	case ev.Kind == manager.EventTransition && ev.Transition.To == breaker.Open,
-		ev.Kind == manager.EventStoreLost, ev.Kind == manager.EventHalted:
+		ev.Kind == manager.EventStoreLost, ev.Kind == manager.EventHalted, ev.Kind == manager.EventQuorumShort:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo

@@ -64,9 +64,14 @@ type Config struct {
 	// act. In half-open the first call is still the probe, whose outcome
 	// closes or re-opens the breaker; the outcomes of the calls let
 	// through while it is not closed change nothing. A shared breaker in
-	// a dry run reports to its store and follows it as usual: it is one
-	// member of the fleet, which decides for the others. Reconfigure may
-	// turn it on or off; it costs nothing to a call the breaker admits.
+	// a dry run stays dry for the fleet: it follows the store (the
+	// fleet's openings, periods and probes show in its Stats and events)
+	// but reports nothing that could make another process decline: not
+	// its outcomes, not an opening (its own trip opens it alone, cause
+	// alone, with its own period and probe), not a probe lease.
+	// Manual controls (ForceOpen, HalfOpen, Reset) still act for the
+	// fleet. Reconfigure may turn it on or off; it costs nothing to a
+	// call the breaker admits.
 	DryRun bool
 	// TimeCalls keeps a histogram of the durations of the calls released
 	// through the breaker (Stats.Durations), for the metrics adapters. It

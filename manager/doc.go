@@ -51,7 +51,10 @@
 // A breaker registered with Config.DryRun decides, opens, probes and
 // reports as usual, but declines no call: what it would have declined is
 // let through and counted in Stats.WouldDecline, so a team can see what a
-// breaker would do on its own traffic before it lets it act.
+// breaker would do on its own traffic before it lets it act. A shared
+// breaker in a dry run never makes a process that is not in one decline a
+// call: it follows the fleet, but its outcomes, its trips and its probes
+// stay its own (see Config.DryRun).
 //
 // # Testing
 //

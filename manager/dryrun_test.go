@@ -102,39 +102,75 @@ func TestDryRunReconfigured(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Declined)
 }
 
-// A shared breaker in a dry run reports to the fleet and follows it as
-// usual, and declines nothing; the others decline.
+// A shared breaker in a dry run stays dry: its failures do not count for
+// the fleet, its trip opens it alone (the store stays closed and the
+// enforcing processes let calls through), its probe takes no lease; it
+// follows the fleet's own opening, and still declines nothing.
 func TestDryRunShared(t *testing.T) {
 	mock := clock.NewMock()
 	mem := store.NewMemory(mock)
-	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 2}, Recover: recover.BasicTimeout{Open: time.Second}}
-	ms, bs := namedFleet(t, mock, mem, cfg, "web-7")
+	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 2}, Recover: recover.BasicTimeout{Open: time.Second, ProbeTimeout: time.Minute}}
+	ms, bs := namedFleet(t, mock, mem, cfg, "web-7", "web-9")
 	dry := cfg
 	dry.DryRun = true
 	dms, dbs := namedFleet(t, mock, mem, dry, "web-8")
 	ms, bs = append(ms, dms...), append(bs, dbs...)
+	dr := bs[2]
+	status := func() store.Status {
+		st, err := mem.Status(context.Background(), []string{"svc"})
+		require.NoError(t, err)
+		return st[0]
+	}
 
-	fail(t, bs[1], 2) // the dry run's failures count for the fleet
+	fail(t, dr, 2) // the dry run trips on its own count
 	syncAll(ms)
-	requireState(t, bs[0], breaker.Open, "the fleet opened on the dry run's failures")
-	requireState(t, bs[1], breaker.Open, "the dry run opened too")
+	requireState(t, dr, breaker.Open, "the dry run opened, alone")
+	assert.Equal(t, uint64(0), status().Epoch, "the store stays closed")
+	for i, b := range bs[:2] {
+		requireState(t, b, breaker.Closed, "an enforcing process after the dry run's trip")
+		letThrough(t, b, "an enforcing process").Release(nil)
+		assert.Zero(t, b.Stats().Declined, "enforcing process %d declined nothing", i)
+	}
+	letThrough(t, dr, "open alone").Release(errBoom)
+	assert.Equal(t, uint64(1), dr.Stats().WouldDecline)
+
+	mock.Add(time.Second)
+	syncAll(ms)
+	requireState(t, dr, breaker.HalfOpen, "the dry run's own period ended")
+	p := probe(t, dr)
+	syncAll(ms)
+	assert.Zero(t, status().Probe, "the dry run's probe takes no lease")
+	p.Release(errBoom) // a failed probe of its own: open again, alone
+	syncAll(ms)
+	requireState(t, dr, breaker.Open, "the dry run's failed probe")
+	assert.Equal(t, uint64(0), status().Epoch, "still closed in the store")
+
+	// One failure of an enforcing process: the dry run's do not count.
+	fail(t, bs[0], 1)
+	syncAll(ms)
+	requireState(t, bs[0], breaker.Closed, "one failure of the fleet's own")
+	// Two: the fleet opens, and the dry run follows it.
+	fail(t, bs[1], 1)
+	syncAll(ms)
+	for i, b := range bs {
+		requireState(t, b, breaker.Open, "the fleet opened: process "+[]string{"web-7", "web-9", "web-8"}[i])
+	}
 	declined(t, bs[0])
-	letThrough(t, bs[1], "open").Release(errBoom)
-	syncAll(ms)
-	assert.Equal(t, uint64(1), bs[1].Stats().WouldDecline)
-	assert.Equal(t, uint64(1), bs[0].Stats().Declined)
+	letThrough(t, dr, "the fleet is open").Release(nil)
 
 	mock.Add(time.Second + maxLag)
 	syncAll(ms)
-	p := probe(t, bs[0])
+	requireState(t, dr, breaker.HalfOpen, "the dry run follows the fleet's period")
+	dp := probe(t, dr) // the dry run's call comes first: a probe of its own
 	syncAll(ms)
-	requireState(t, bs[1], breaker.Probing, "web-7 probes for the fleet, and web-8 heard of its lease")
-	// web-8 would decline: another process probes.
-	other := letThrough(t, bs[1], "another process probes")
-	assert.False(t, other.Probe())
-	other.Release(nil)
-	p.Release(nil)
+	assert.Zero(t, status().Probe, "the dry run took no lease")
+	ep := probe(t, bs[0]) // so an enforcing process still gets the fleet's
 	syncAll(ms)
-	requireState(t, bs[1], breaker.Closed, "the fleet closed")
-	assert.Equal(t, uint64(2), bs[1].Stats().WouldDecline)
+	assert.Positive(t, status().Probe, "the enforcing process holds the lease")
+	dp.Release(nil)
+	ep.Release(nil)
+	syncAll(ms)
+	for i, b := range bs {
+		requireState(t, b, breaker.Closed, "the fleet closed on the enforcing probe: process "+[]string{"web-7", "web-9", "web-8"}[i])
+	}
 }

@@ -33,12 +33,21 @@ const (
 	// EventHalted says that the manager stopped for good after a burst of
 	// restarts; it is sent once for every breaker.
 	EventHalted
+	// EventQuorumShort is a warning about a shared breaker's
+	// Config.Quorum: the fleet's failures reached the threshold, and the
+	// quorum refused the opening because fewer processes reported them
+	// (Err says how many, and the quorum). One bad replica is what a
+	// quorum is for; a fleet of fewer processes than the Quorum can
+	// never open. Sent once per breaker (again after a Reconfigure).
+	// Transition is zero.
+	EventQuorumShort
 )
 
-var eventKindNames = [...]string{"transition", "store_lost", "store_restored", "removed", "reconfigured", "halted"}
+var eventKindNames = [...]string{"transition", "store_lost", "store_restored", "removed", "reconfigured", "halted", "quorum_short"}
 
 // String returns the kind's name: "transition", "store_lost",
-// "store_restored", "removed", "reconfigured" or "halted".
+// "store_restored", "removed", "reconfigured", "halted" or
+// "quorum_short".
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) {
 		return eventKindNames[k]

@@ -140,3 +140,61 @@ func TestQuorumValidated(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `fusebox: register breaker "svc": Config.Quorum: must not be negative, got -1`)
 }
+
+// A Quorum larger than the processes that fail is said, once, at the
+// first moment it can be known: the fleet's failures reach the threshold,
+// and the quorum refuses the opening because fewer processes reported
+// them. A warning event (EventQuorumShort) and a log line name the
+// breaker and the field.
+func TestSharedQuorumShortIsSaid(t *testing.T) {
+	mock := clock.NewMock()
+	mem := store.NewMemory(mock)
+	var logs logBuffer
+	cfg := manager.Config{Strategy: breaker.Consecutive{Failures: 3}, Recover: recover.BasicTimeout{Open: time.Second}, Quorum: 3, Store: mem}
+	var ms []*manager.Manager
+	var bs []*manager.Breaker
+	for i := range 2 { // two processes: a Quorum of 3 can never be met
+		m := manager.Start(manager.Options{Clock: mock, Logger: logs.logger(), Resync: time.Hour, Name: []string{"web-1", "web-2"}[i]})
+		t.Cleanup(m.Stop)
+		ms, bs = append(ms, m), append(bs, register(t, m, "svc", cfg))
+	}
+	events, cancel := ms[0].Subscribe(16)
+	defer cancel()
+	syncAll(ms)
+	fail(t, bs[0], 3)
+	fail(t, bs[1], 3)
+	syncAll(ms)
+	for i, b := range bs {
+		assert.Equal(t, breaker.Open, b.State(), "process %d opened alone", i)
+	}
+	st, err := mem.Status(context.Background(), []string{"svc"})
+	require.NoError(t, err)
+	require.False(t, st[0].Opened(), "the fleet cannot open")
+
+	var short []manager.Event
+	for _, e := range drain(events) {
+		if e.Kind == manager.EventQuorumShort {
+			short = append(short, e)
+		}
+	}
+	require.Len(t, short, 1, "one warning event")
+	assert.Equal(t, "svc", short[0].Name)
+	require.Error(t, short[0].Err)
+	assert.Contains(t, short[0].Err.Error(), "Quorum")
+	lines := logs.find(t, "fusebox: the fleet's failures reach the threshold from fewer processes than Config.Quorum")
+	require.NotEmpty(t, lines, "a log line")
+	assert.Equal(t, "svc", lines[0]["breaker"])
+	assert.Equal(t, "Quorum", lines[0]["field"])
+
+	// Said once per breaker, not at every failure.
+	advance(ms[0], mock, time.Second)
+	syncAll(ms)
+	p := probe(t, bs[0])
+	p.Release(nil)
+	syncAll(ms)
+	fail(t, bs[0], 3)
+	syncAll(ms)
+	for _, e := range drain(events) {
+		assert.NotEqual(t, manager.EventQuorumShort, e.Kind, "said once")
+	}
+}

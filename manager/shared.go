@@ -102,7 +102,7 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	}
 	sh := &shared{b: b, st: cfg.Store, fallback: cfg.Fallback}
 	sh.policy.Store(&p)
-	sh.state = fleet.State{Policy: p, Fallback: cfg.Fallback}
+	sh.state = fleet.State{Policy: p, Fallback: cfg.Fallback, DryRun: cfg.DryRun}
 	h := sh.state.Hints()
 	sh.hints.Store(&h)
 	if p.Rate > 0 {
@@ -250,7 +250,7 @@ func (sh *shared) logFallBack(err error) {
 func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool, err error) {
 	h := sh.hints.Load()
 	var calls int64
-	if sh.pending != nil && o == classify.Success {
+	if sh.pending != nil && o == classify.Success && !h.DryRun {
 		// The window's strategy read the clock for its own count: read
 		// again for the bucket, a shared window's cost alone.
 		idx := sharepolicy.Bucket(sh.policy.Load(), b.mgr.clk.Now())
@@ -609,6 +609,7 @@ func (sh *shared) reconfigure(b *Breaker, cfg Config) (func(), error) {
 	return func() {
 		sh.policy.Store(&p)
 		sh.step(fleet.Reconfigured{Policy: p}, nil)
+		sh.step(fleet.DryRunSet{On: cfg.DryRun}, nil)
 	}, nil
 }
 

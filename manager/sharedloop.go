@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
@@ -98,6 +99,8 @@ func (sh *shared) effects(list []fleet.Effect) {
 				h.queue([]*shared{sh})
 			}
 		case fleet.Restored:
+		case fleet.QuorumShort:
+			m.quorumShort(b, e)
 		}
 	}
 }
@@ -129,7 +132,7 @@ func (m *Manager) extend(b *Breaker, gen uint64, until time.Time) {
 func (m *Manager) storeDown(h *hub, err error) {
 	var lost bool
 	if h.link, lost = h.link.Fail(err, h.asked.Load()); lost {
-		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(h.list), "error", err)
+		m.logError("fusebox: store unreachable; shared breakers fall back", "breakers", len(h.list), "names", h.breakerNames(), "store", fmt.Sprintf("%T", h.st), "error", err)
 	}
 	h.unqueue() // every breaker is read once the store answers again
 	for _, sh := range h.list {

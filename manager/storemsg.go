@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fusebox-go/fusebox/internal/fleet"
@@ -95,7 +96,7 @@ func (msg statusMsg) handle(m *Manager) {
 	}
 	var back bool
 	if h.link, back = h.link.Answer(msg.seq); back {
-		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(h.list))
+		m.logInfo("fusebox: store reachable again; shared breakers follow it", "breakers", len(h.list), "names", h.breakerNames(), "store", fmt.Sprintf("%T", h.st))
 		if len(msg.list) < len(h.list) {
 			// The sweep's few breakers answered: read the others.
 			m.readAll(h)

@@ -33,6 +33,9 @@ type truth interface {
 	// forceOpen and reset are ForceOpen and Reset.
 	forceOpen(b *Breaker)
 	reset(b *Breaker)
+	// halfOpen is HalfOpen (halfopen.go): nil, or why the breaker's open
+	// period cannot be ended.
+	halfOpen(b *Breaker) error
 	// reconfigure checks that cfg, given to Reconfigure, keeps what the
 	// breaker cannot change, and returns what to apply on the loop once
 	// the rest of cfg is (nil: nothing).
@@ -78,6 +81,9 @@ func (*local) endProbe(b *Breaker, t machine.Ticket, o classify.Outcome, err err
 
 func (*local) forceOpen(b *Breaker) { b.forceOpen() }
 func (*local) reset(b *Breaker)     { b.reset() }
+func (*local) halfOpen(b *Breaker) error {
+	return b.halfOpen()
+}
 
 func (*local) reconfigure(b *Breaker, cfg Config) (func(), error) {
 	if cfg.Store != nil {

@@ -78,6 +78,9 @@ type opResolve struct {
 	why    Reason
 }
 
+// opHalfOpen is HalfOpener.HalfOpen.
+type opHalfOpen struct{ epoch uint64 }
+
 // opReset is Reset; opForce is ForceOpen; opRead is a status read.
 type (
 	opReset struct{}
@@ -92,6 +95,7 @@ func (opResolve) isOp() {}
 func (opReset) isOp()   {}
 func (opForce) isOp()   {}
 func (opRead) isOp()    {}
+func (opHalfOpen) isOp() {}
 
 // result is a store's reply to an operation: the verdict (the status
 // after the operation, and a record's counts), whether the operation
@@ -117,6 +121,8 @@ func apply(e entry, now time.Time, o op) (entry, result) {
 		e, r = e.acquire(o, now)
 	case opResolve:
 		e, r = e.resolve(o, now)
+	case opHalfOpen:
+		e, r = e.halfOpen(o, now)
 	case opReset:
 		e.epoch += 2 - e.epoch%2
 		e.clearOpened()
@@ -283,6 +289,23 @@ func (e entry) resolve(o opResolve, now time.Time) (entry, result) {
 		r.change = &Change{Kind: Released, Epoch: e.epoch}
 	}
 	return e, r
+}
+
+// halfOpen is HalfOpener.HalfOpen: in the caller's opened epoch, while
+// its period runs, unforced and with no lease held, the period ends now:
+// the epoch moves to the next opened one, as a failed probe's reopening
+// moves it, with the period over and the opener's reason kept, announced
+// as an opening of that epoch with a period of zero.
+func (e entry) halfOpen(o opHalfOpen, now time.Time) (entry, result) {
+	st := e.status(now)
+	if o.epoch != e.epoch || !st.Opened() || st.Forced || st.Open == 0 || st.Probe > 0 {
+		return e, result{}
+	}
+	why := e.why
+	e.epoch += 2
+	e.clearOpened()
+	e.why = why
+	return e, result{applied: true, change: &Change{Kind: Opened, Epoch: e.epoch, Reason: e.why}}
 }
 
 // record is RecordFailure and RecordSuccess: the failures and successes

@@ -138,6 +138,15 @@ func gsByHand(b *manager.Breaker) error {
 	return nil
 }
 
+func gsHalfOpen(b *manager.Breaker) error {
+	if err := b.HalfOpen(); err != nil { // the breaker is not open: closed, half-open, probing or forced
+		return err
+	}
+	// the next call is the probe: its success closes the breaker (with the
+	// slow start, if Config.SlowStart is set), its failure opens it again
+	return nil
+}
+
 func gsReconfigure(b *manager.Breaker) error {
 	err := b.Reconfigure(manager.Config{
 		Strategy: breaker.Consecutive{Failures: 10}, // counts from a fresh window
@@ -475,4 +484,22 @@ func TestSlowStartSnippets(t *testing.T) {
 	assert.Equal(t, breaker.Closed, b.State())
 	_, err = m.Register("recovering", rcSlowStart())
 	require.NoError(t, err)
+}
+
+// The guide's HalfOpen: an open breaker turns half-open, and its next call
+// is the probe; a closed one refuses, saying so.
+func TestGettingStartedHalfOpen(t *testing.T) {
+	m := manager.Start(manager.Options{Clock: clock.NewMock()})
+	defer m.Stop()
+	b, err := m.Register("payments", manager.Config{Strategy: breaker.Consecutive{Failures: 1}})
+	require.NoError(t, err)
+	require.ErrorContains(t, gsHalfOpen(b), "closed", "a closed breaker has no open period to end")
+	_ = b.Do(context.Background(), func(context.Context) error { return errors.New("boom") })
+	require.NoError(t, gsHalfOpen(b))
+	p, err := b.Acquire(context.Background())
+	require.NoError(t, err)
+	assert.True(t, p.Probe(), "the next call is the probe")
+	p.Release(nil)
+	m.Sync()
+	assert.Equal(t, breaker.Closed, b.State())
 }

@@ -31,11 +31,15 @@ const (
 	// ProbeFailing: the probe failed; the loop resolves Lease with the
 	// next period once Recover decided it.
 	ProbeFailing
+	// ProbeReopening: the failed probe's verdict is on its way (the
+	// loop's ReopenCall), for Lease: until its Decided the store holds
+	// the lease for this process, and hearing it back moves nothing.
+	ProbeReopening
 )
 
 // String returns "idle", "acquiring", "held", "deciding" or "failing".
 func (k ProbeKind) String() string {
-	return [...]string{"idle", "acquiring", "held", "deciding", "failing"}[k]
+	return [...]string{"idle", "acquiring", "held", "deciding", "failing", "reopening"}[k]
 }
 
 // Probe is the probe's phase: Kind, with the Lease it concerns (every kind
@@ -164,7 +168,7 @@ func (s State) Check(v View) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch p := s.Probe; {
-	case p.Kind > ProbeFailing:
+	case p.Kind > ProbeReopening:
 		bad("probe: unknown kind %d", p.Kind)
 	case p.Kind == ProbeIdle && (p.Lease != Lease{} || p.Deferred != nil):
 		bad("probe idle with a lease %+v or a deferred status", p.Lease)
@@ -196,8 +200,8 @@ func (s State) Check(v View) error {
 		bad("trip %v of an opened epoch %d: a trip opens a closed one", t.Kind, t.Epoch)
 	case t.Kind == TripAwaiting && t.Deadline.IsZero():
 		bad("trip awaiting with no deadline")
-	case t.Kind == TripAlone && s.Policy.Quorum <= 1:
-		bad("trip alone under a quorum of %d: only a quorum opens a process alone", s.Policy.Quorum)
+	case t.Kind == TripAlone && s.Policy.Quorum <= 1 && !s.DryRun:
+		bad("trip alone under a quorum of %d, not in a dry run: only a quorum or a dry run opens a process alone", s.Policy.Quorum)
 	case t.Kind == TripAlone && v.Gen == t.Gen && v.State == breaker.Closed:
 		bad("trip alone in generation %d, which is closed", t.Gen)
 	case t.Kind == TripAwaiting && s.Link.Down:

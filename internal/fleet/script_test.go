@@ -31,7 +31,7 @@ import (
 // Commands (times are offsets from t0; "err" makes a reply an error;
 // status arguments are epoch=N open=D probe=D forced):
 //
-//	init [consecutive=N | window=RATE/PERIOD/BUCKETS/MINCALLS] [fallback=local|open|closed] [quorum=N]
+//	init [consecutive=N | window=RATE/PERIOD/BUCKETS/MINCALLS] [fallback=local|open|closed] [quorum=N] [dryrun]
 //	tick D                    the time moves on by D
 //	asked N                   the hub has started N status reads
 //	machine trip|expire|probe|force|reset|halt
@@ -51,6 +51,8 @@ import (
 //	failed
 //	answered SEQ
 //	heard [seq=N] STATUS
+//	halfopen                  a caller asks to end the open period (HalfOpen)
+//	halfopenreply [applied] [err] STATUS
 var rewrite = flag.Bool("rewrite", false, "rewrite the step's scripts with what the code does now")
 
 var errDown = errors.New("connection refused")
@@ -148,7 +150,7 @@ func parse(t *testing.T, words []string) *args {
 
 func isFlag(w string) bool {
 	switch w {
-	case "failure", "success", "ignore", "localtrip", "err", "won", "canceled", "applied", "forced", "force", "reset":
+	case "failure", "success", "ignore", "localtrip", "err", "won", "canceled", "applied", "forced", "force", "reset", "dryrun":
 		return true
 	}
 	return false
@@ -257,7 +259,7 @@ func (d *script) init(a *args) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	d.s, d.m, d.asked, d.last = fleet.State{Policy: p, Fallback: fb}, m, 0, machine.Step{}
+	d.s, d.m, d.asked, d.last = fleet.State{Policy: p, Fallback: fb, DryRun: a.has("dryrun")}, m, 0, machine.Step{}
 }
 
 func (d *script) view() fleet.View {
@@ -344,6 +346,10 @@ func (d *script) run(line string) string {
 		msg = fleet.Answered{Seq: a.posInt(0)}
 	case "heard":
 		msg = fleet.Heard{Status: a.status(), At: d.now, Seq: uint64(a.int("seq"))}
+	case "halfopen":
+		msg = fleet.HalfOpenAsked{}
+	case "halfopenreply":
+		msg = fleet.HalfOpenReply{Applied: a.has("applied"), Status: a.status(), Err: a.err(), At: d.now}
 	default:
 		d.t.Fatalf("unknown command %q", words[0])
 	}

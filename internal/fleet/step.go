@@ -117,6 +117,14 @@ type State struct {
 	// them (a window policy); Processes how many processes reported the
 	// failures counted (a quorum).
 	Calls, Failures, Processes int64
+	// DryRun is manager.Config.DryRun, configuration like Policy: the
+	// process reads the store and writes nothing to it that could make
+	// another process decline (see dryrun.go).
+	DryRun bool
+	// QuorumSaid notes that the process told its owner, once, that the
+	// quorum refused an opening the threshold reached (QuorumShort,
+	// quorum.go): a warning's memo, not a phase of the protocol.
+	QuorumSaid bool
 }
 
 // Force is the phase of a forcing made here: Kind.
@@ -504,7 +512,7 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 	case LeaseDecided:
 		s.Lease = max(m.Lease, minHold)
 	case Reconfigured:
-		s.Policy = m.Policy
+		s.Policy, s.QuorumSaid = m.Policy, false
 	case Decided:
 		s.decided(v, now, m, &a)
 	case Manual:
@@ -550,6 +558,12 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		s.awaited(m, &a)
 	case Heard:
 		s.hear(v, now, m, &a)
+	case DryRunSet:
+		s.DryRun = m.On
+	case HalfOpenAsked:
+		s.halfOpenAsked(v, &a)
+	case HalfOpenReply:
+		s.halfOpenReply(v, now, m, &a)
 	}
 	return s, a
 }
@@ -565,7 +579,7 @@ func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
 	switch {
 	case o == classify.Ignore:
 		return true // an ignored call trips no count
-	case h.Down:
+	case h.Down || h.DryRun:
 		return !localTrip
 	case o == classify.Failure:
 		return false
@@ -581,8 +595,8 @@ func (h Hints) Quiet(o classify.Outcome, localTrip bool, calls int64) bool {
 // Hints are what Quiet reads of a State, published by its owner after
 // each step for lock-free readers.
 type Hints struct {
-	Down, Dirty bool
-	Window      bool
+	Down, Dirty, DryRun bool
+	Window              bool
 	// Calls and Failures are the window's counts as the store last gave
 	// them; Processes how many processes reported its failures.
 	Calls, Failures, Processes int64
@@ -591,7 +605,7 @@ type Hints struct {
 
 // Hints returns what Quiet needs of s, and Stats shows.
 func (s State) Hints() Hints {
-	return Hints{Down: s.Link.Down, Dirty: s.Run.Kind == RunReported, Window: s.Policy.Rate > 0,
+	return Hints{Down: s.Link.Down, Dirty: s.Run.Kind == RunReported, DryRun: s.DryRun, Window: s.Policy.Rate > 0,
 		Calls: s.Calls, Failures: s.Failures, Processes: s.Processes, Policy: s.Policy}
 }
 
@@ -606,6 +620,8 @@ func (s *State) outcome(v View, m Outcome, a *Actions) {
 	case s.Link.Down:
 		// Only the local fallback counts, and trips.
 		s.localTrip(m.Gen, m.Outcome, m.LocalTrip, a)
+	case s.DryRun:
+		s.dryOutcome(m, a)
 	case m.Outcome == classify.Failure && s.Report.Kind == ReportInFlight:
 		r := &s.Report
 		if r.Gen != m.Gen {
@@ -665,7 +681,7 @@ func (s *State) localTrip(gen uint64, o classify.Outcome, trips bool, a *Actions
 	if s.Fallback == store.FallbackLocal && trips && a.Change == nil {
 		// Under a quorum the process's own count opens it alone: the
 		// store, once it answers, hears nothing of it.
-		a.Change = Trip{Gen: gen, Outcome: o, Alone: s.Policy.Quorum > 1}
+		a.Change = Trip{Gen: gen, Outcome: o, Alone: s.Policy.Quorum > 1 || s.DryRun}
 	}
 }
 
@@ -707,6 +723,7 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 	}
 	if s.Policy.Quorum > 1 {
 		s.Processes = m.Verdict.Processes
+		s.quorumShort(m.Verdict, a)
 	}
 	switch {
 	case m.Verdict.Opened():
@@ -791,7 +808,7 @@ func (s *State) probeWon(now time.Time, m ProbeWon, a *Actions) {
 		a.Change = Move{Gen: m.Gen, State: breaker.Open}
 		return
 	}
-	if s.Link.Down || s.Trip.Kind == TripAlone {
+	if s.Link.Down || s.Trip.Kind == TripAlone || s.DryRun {
 		a.Probe.Hold = max(s.Lease, minHold)
 		return
 	}
@@ -966,7 +983,7 @@ func (s *State) applied(m Applied, a *Actions) {
 			a.Change = Hold{Gen: m.Gen}
 		case s.Fallback == store.FailClosed && (m.To == breaker.HalfOpen || m.To == breaker.Probing):
 			a.Change = Move{Gen: m.Gen, State: breaker.Open}
-		case opened && s.Fallback == store.FallbackLocal && epoch%2 == 0:
+		case opened && s.Fallback == store.FallbackLocal && epoch%2 == 0 && !s.DryRun:
 			// A trip of the fleet's count: the fleet hears of it
 			// when the store answers (answered). (In an opened
 			// epoch, one this process left on its own fallback,
@@ -988,7 +1005,9 @@ func (s *State) applied(m Applied, a *Actions) {
 		// A failed probe: the lease keeps the fleet from probing until
 		// the new period is in the store.
 		if p := s.Probe; p.Kind == ProbeFailing && p.Lease.Gen+1 == m.Gen {
-			s.Probe = Probe{}
+			// Until its Decided the store holds the lease for this
+			// process: hearing it back moves nothing (echoed).
+			s.Probe = Probe{Kind: ProbeReopening, Lease: p.Lease}
 			a.loop(ReopenCall{Lease: p.Lease, Reopen: m.Period})
 		}
 	}
@@ -1002,6 +1021,9 @@ func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
 		// answer: then it stays this process's, and the next return
 		// forces the fleet.
 		s.Force = Force{}
+	}
+	if s.Probe.Kind == ProbeReopening {
+		s.Probe = Probe{} // the failed probe's verdict is in, or lost
 	}
 	switch {
 	case m.Err != nil:
@@ -1080,7 +1102,7 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 	case v.Forced:
 		// Forced by following the fleet: the store says whether it
 		// still is (a Reset made meanwhile lifts it here too).
-	case s.Trip.Kind == TripOutage && s.Trip.Gen == v.Gen && v.State == breaker.Open && v.Until.After(now):
+	case s.Trip.Kind == TripOutage && !s.DryRun && s.Trip.Gen == v.Gen && v.State == breaker.Open && v.Until.After(now):
 		// The fleet's count tripped here during the outage: tell the
 		// fleet. A breaker open because it follows the fleet, or open
 		// alone (a quorum), sends nothing.
@@ -1131,7 +1153,7 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	}
 	// This process holds the lease while its probe is the machine's
 	// current state, and while a caller asks for it.
-	holder := v.State == breaker.Probing && (s.Probe.of(ProbeHeld, v.Gen) || s.Probe.of(ProbeAcquiring, v.Gen))
+	holder := v.State == breaker.Probing && (s.Probe.of(ProbeHeld, v.Gen) || s.Probe.of(ProbeAcquiring, v.Gen)) || s.echoed(h)
 	self := s.Policy.Reporter
 	cur := Mirror{State: v.State, Epoch: s.Epoch, Until: v.Until, Forced: v.Forced, Holder: holder, Self: self, Lag: Lag(self)}
 	next, changed := Follow(cur, h.Status, h.At, now)
@@ -1244,6 +1266,9 @@ func Apply(m *machine.Machine, c Change, s *machine.Snapshot, callErr error, now
 		}
 		step, ok := m.TripBy(c.Gen, c.Outcome, callErr, cause, now)
 		return step, ok, false, false
+	case HalfOpen:
+		step, cur, ok := m.HalfOpen(c.Gen, now)
+		return step, ok, !ok && cur.Gen != s.Gen, false
 	}
 	return machine.Step{}, false, false, false
 }

@@ -299,11 +299,17 @@ func (c *conformance) step() bool {
 		rs, rok, rerr := c.rs.Resolve(ctx, c.name, tok, e, o, d, why)
 		ms, mok, merr := c.mem.Resolve(ctx, c.name, tok, e, o, d, why)
 		c.same("Resolve", [2]any{rs, rok}, rerr, [2]any{ms, mok}, merr)
-	case k < 15:
+	case k < 15 && c.rnd.IntN(2) == 0:
 		c.logf("reset")
 		rs, rerr := c.rs.Reset(ctx, c.name)
 		ms, merr := c.mem.Reset(ctx, c.name)
 		c.same("Reset", rs, rerr, ms, merr)
+	case k < 15 && c.rnd.IntN(2) == 0:
+		e := c.epochArg()
+		c.logf("half-open in epoch %d", e)
+		rs, rok, rerr := c.rs.HalfOpen(ctx, c.name, e)
+		ms, mok, merr := c.mem.HalfOpen(ctx, c.name, e)
+		c.same("HalfOpen", [2]any{rs, rok}, rerr, [2]any{ms, mok}, merr)
 	case k < 16:
 		c.logf("force open")
 		rs, rerr := c.rs.ForceOpen(ctx, c.name)

@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OpeningKeepsItsReason", func(t *testing.T) { reason(t, h) })
 	t.Run("ForcingSurvivesDataLoss", func(t *testing.T) { forcingSurvivesDataLoss(t, h) })
 	t.Run("ClosedEpochIsNeverTakenForOpened", func(t *testing.T) { closedEpochNotOpened(t, h) })
+	t.Run("HalfOpenEndsThePeriod", func(t *testing.T) { halfOpen(t, h) })
 }
 
 // forcingSurvivesDataLoss: a store that lost its data and was forced open

@@ -59,6 +59,8 @@ func (c *cli) run(ctx context.Context, command, name string) error {
 			"either no process has reported a failure of it lately, or the name is wrong; if it is wrong, fusebox reset %[1]q lifts the force-open")
 	case "reset":
 		err = c.act(ctx, name, "reset", c.st.Reset, "it was closed for the fleet already")
+	case "half-open":
+		err = c.halfOpen(ctx, name)
 	case "forget":
 		err = c.forget(ctx, name)
 	default:

@@ -4,8 +4,9 @@
 //	fusebox [-redis URL | -cluster ADDRS | -sentinel MASTER@ADDRS] [-prefix P] [-json] [-timeout D] COMMAND [NAME]
 //
 // list prints every breaker of which the store holds something, show one
-// in full; force-open and reset act through the store, as a manager's
-// Breaker.ForceOpen and Reset do, so every process of the fleet follows;
+// in full; force-open, half-open and reset act through the store, as a
+// manager's Breaker.ForceOpen, HalfOpen and Reset do, so every process of
+// the fleet follows;
 // forget deletes every key of a breaker no process uses (a mistyped
 // force-open, say); watch prints the changes of every breaker as they happen, until
 // interrupted. Run fusebox -h for the flags, and see docs/operations.md.
@@ -40,6 +41,9 @@ Commands:
   list             every breaker of which the store holds something
   show NAME        one breaker in full
   force-open NAME  open NAME for every process, until a reset
+  half-open NAME   end NAME's open period now: one trial for the fleet
+                   (one process's next call), then its verdict and the
+                   slow start, as after the period
   reset NAME       close NAME for every process, lifting a force-open
   forget NAME      delete every key of NAME, a breaker no process uses
                    (a mistyped force-open, say): list no longer shows it
@@ -125,7 +129,7 @@ type invocation struct {
 }
 
 // commands maps each command to whether it takes a breaker's name.
-var commands = map[string]bool{"list": false, "show": true, "force-open": true, "reset": true, "forget": true, "watch": false}
+var commands = map[string]bool{"list": false, "show": true, "force-open": true, "half-open": true, "reset": true, "forget": true, "watch": false}
 
 // parse reads the command line. Flags may come before or after the
 // command and its name; after "--" every argument is positional, so a
