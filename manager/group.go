@@ -24,8 +24,8 @@ type GroupOptions struct {
 	IdleTTL time.Duration
 }
 
-// DefaultIdleTTL is GroupOptions.IdleTTL when it is zero.
-const DefaultIdleTTL = 10 * time.Minute
+// defaultIdleTTL is GroupOptions.IdleTTL when it is zero.
+const defaultIdleTTL = 10 * time.Minute
 
 // ErrGroupFull is matched, with errors.Is, by the error Group.Get returns
 // for a new key while the group holds GroupOptions.Max breakers and none of
@@ -132,7 +132,7 @@ func (m *Manager) Group(name string, cfg Config, opts GroupOptions) (*Group, err
 		ttl:             int64(opts.IdleTTL),
 	}
 	if g.ttl == 0 {
-		g.ttl = int64(DefaultIdleTTL)
+		g.ttl = int64(defaultIdleTTL)
 	}
 	g.grain = min(int64(time.Second), g.ttl/8)
 	g.sweepAt.Store(g.now() + g.ttl/2)
@@ -153,8 +153,6 @@ func groupError(name string, err error) error {
 	return fmt.Errorf("fusebox: group %q: %w", name, err)
 }
 
-// Name returns the group's name.
-func (g *Group) Name() string { return g.name }
 
 // Len returns how many breakers the group holds.
 func (g *Group) Len() int { return int(g.size.Load()) }
