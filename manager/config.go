@@ -43,7 +43,8 @@ type Config struct {
 	// own outcomes reach the threshold while the fleet's are short of the
 	// quorum opens in its process alone (a transition of cause
 	// breaker.CauseAlone), with its own period and its own probe, and
-	// publishes nothing. Zero or 1: failures from any process count. A
+	// tells the store nothing of it, then or when a lost link to the
+	// store comes back. Zero or 1: failures from any process count. A
 	// breaker that is not shared ignores it; negative fails Register.
 	Quorum int
 	// SlowCall, when positive, makes a call that takes at least this long,

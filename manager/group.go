@@ -153,7 +153,6 @@ func groupError(name string, err error) error {
 	return fmt.Errorf("fusebox: group %q: %w", name, err)
 }
 
-
 // Len returns how many breakers the group holds.
 func (g *Group) Len() int { return int(g.size.Load()) }
 

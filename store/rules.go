@@ -88,13 +88,13 @@ type (
 	opRead  struct{}
 )
 
-func (opRecord) isOp()  {}
-func (opOpen) isOp()    {}
-func (opAcquire) isOp() {}
-func (opResolve) isOp() {}
-func (opReset) isOp()   {}
-func (opForce) isOp()   {}
-func (opRead) isOp()    {}
+func (opRecord) isOp()   {}
+func (opOpen) isOp()     {}
+func (opAcquire) isOp()  {}
+func (opResolve) isOp()  {}
+func (opReset) isOp()    {}
+func (opForce) isOp()    {}
+func (opRead) isOp()     {}
 func (opHalfOpen) isOp() {}
 
 // result is a store's reply to an operation: the verdict (the status

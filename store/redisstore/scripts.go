@@ -251,9 +251,9 @@ redis.call(ARGV[5], ARGV[3], 'opened|' .. ARGV[2] .. '|' .. e .. '|' .. #ARGV[6]
 return {1, e, tonumber(ARGV[2]), 0, o}
 `)
 
-// probeScript takes the probe lease with SET NX PX, if the breaker is in
-// the caller's opened epoch, its open period is over and it is not forced
-// open (an open marker without expiry, PTTL -1). A caller ahead of
+// probeScript takes the probe lease (SET PX, the holder's token), if the
+// breaker is in the caller's opened epoch, its open period is over and it
+// is not forced open (an open marker without expiry, PTTL -1). A caller ahead of
 // the store (which lost its data) re-seeds the epoch and holds the fleet
 // open for one lease, so that a probe in flight from before the loss ends
 // before another starts; a caller in a closed epoch ahead of the store
