@@ -567,10 +567,3 @@ func reply(v any, n int) ([]int64, string, error) {
 	}
 	return out, opener, nil
 }
-
-func positive(d time.Duration) time.Duration {
-	if d < 0 {
-		return 0
-	}
-	return d
-}
