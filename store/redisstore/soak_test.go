@@ -1013,7 +1013,9 @@ func (s *soak) quiesce() {
 			field := k[strings.LastIndex(k, ":")+1:]
 			ttl, _ := s.admin.PTTL(context.Background(), k).Result()
 			switch field {
-			case "epoch":
+			case "epoch", "since":
+				// Kept, without expiry, as the epoch is: since says
+				// when the epoch's state began.
 			case "failures", "window", "reporters":
 				if ttl < 0 {
 					s.violate("store", fmt.Sprintf("%s: key %s has no expiry", sb.name, k))
