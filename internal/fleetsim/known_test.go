@@ -13,8 +13,12 @@ import (
 )
 
 // knownKinds are the kinds of events that expose a defect of the current
-// code (knownDefects): the CI run leaves them out.
-var knownKinds = []fleetsim.Kind{fleetsim.CrashDefaultName}
+// code: the CI run leaves them out. crash-default-name breaks the quorum
+// (defect 4, knownDefects); canceled-probes, with every other kind of
+// fault about, made more processes than the invariant allows ask for the
+// lease given back (defect 11) on about one seed in a thousand, and not on
+// every run of it (809, once): no seed reproduces it on every run yet.
+var knownKinds = []fleetsim.Kind{fleetsim.CrashDefaultName, fleetsim.CanceledProbes}
 
 // knownDefect is a defect of the fleet protocol (numbered as in the list of
 // defects found on 19f756c) that the simulator reproduces: the plan of a
