@@ -1,9 +1,9 @@
 package dashboard
 
 import (
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"time"
 
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/manager"
 )
 

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/fleet"
 	"github.com/fusebox-go/fusebox/internal/machine"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"github.com/fusebox-go/fusebox/store"
 )

@@ -1,11 +1,11 @@
 package manager
 
 import (
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/internal/machine"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 )
 
 // Stats are a breaker's counters and state at one moment. The counters

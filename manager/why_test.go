@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"
 	"github.com/fusebox-go/fusebox/store"

@@ -17,12 +17,12 @@
 package fleet
 
 import (
-	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/machine"
+	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"github.com/fusebox-go/fusebox/store"
 )
 

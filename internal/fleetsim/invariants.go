@@ -3,12 +3,12 @@ package fleetsim
 import (
 	"errors"
 	"fmt"
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/store"
 )
 

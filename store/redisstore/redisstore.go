@@ -47,13 +47,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/store"
 	"github.com/redis/go-redis/v9"
 )

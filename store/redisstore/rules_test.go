@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -17,6 +16,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/classify"
 	"github.com/fusebox-go/fusebox/internal/redistest"
+	"github.com/fusebox-go/fusebox/internal/sharepolicy"
 	"github.com/fusebox-go/fusebox/store"
 	"github.com/fusebox-go/fusebox/store/redisstore"
 	"github.com/redis/go-redis/v9"

@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fusebox-go/fusebox/breaker"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/internal/redistest"
 	"github.com/fusebox-go/fusebox/manager"
 	"github.com/fusebox-go/fusebox/recover"

@@ -6,7 +6,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/fusebox-go/fusebox/classify"
+	"github.com/fusebox-go/fusebox/internal/reasontext"
 	"github.com/fusebox-go/fusebox/store"
 )
 
