@@ -16,8 +16,7 @@ var checkSteps = os.Getenv("FUSEBOX_CHECK_STEPS") != ""
 
 // check checks sh's state after the step of msg; sh.mu is held.
 func (sh *shared) check(msg fleet.Msg) {
-	s := sh.b.mach.Snapshot()
-	v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load(), Opener: s.Opener()}
+	v := sh.view(sh.b.mach.Snapshot())
 	if err := sh.state.Check(v); err != nil {
 		panic(fmt.Sprintf("fusebox: breaker %q: after %T%+v the shared state breaks an invariant: %v\nstate: %+v\nview: %+v", sh.b.Name(), msg, msg, err, sh.state, v))
 	}

@@ -111,6 +111,11 @@ func newShared(b *Breaker, name string, cfg Config) (*shared, error) {
 	return sh, nil
 }
 
+// view is what the step sees of sh's machine in snapshot s.
+func (sh *shared) view(s *machine.Snapshot) fleet.View {
+	return fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load(), Opener: s.Opener()}
+}
+
 // step feeds msg to the breaker's Step and applies the change of the
 // machine it decides, on the snapshot it decided on: if the machine moved
 // meanwhile (a caller's trip, a timer), Step decides again on the new
@@ -138,7 +143,7 @@ func (sh *shared) stepLocked(msg fleet.Msg, callErr error, notes []note) (fleet.
 	b := sh.b
 	for {
 		s := b.mach.Snapshot()
-		v := fleet.View{State: s.State, Gen: s.Gen, Until: s.Until, Forced: s.Forced, Halted: s.Halted, Asked: sh.hub.asked.Load(), Opener: s.Opener()}
+		v := sh.view(s)
 		now := b.mgr.clk.Now()
 		next, a := fleet.Step(sh.state, v, now, msg)
 		if h := *sh.hints.Load(); h.Down && !next.Link.Down && a.Change != nil {
@@ -269,6 +274,9 @@ func (sh *shared) outcome(b *Breaker, gen uint64, o classify.Outcome, trips bool
 	sh.handOver(a, notes)
 	if a.Stale {
 		b.stats.Add(statStale)
+	}
+	for range a.Dropped {
+		b.stats.Add(statStale) // folded failures of a closed generation that ended
 	}
 	if a.Folded && wait != nil {
 		// Folded into the report on its way: wait for the verdict that

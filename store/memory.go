@@ -108,8 +108,8 @@ func (m *Memory) Status(ctx context.Context, names []string) ([]Status, error) {
 	defer m.mu.Unlock()
 	out := make([]Status, len(names))
 	for i, n := range names {
-		e := m.breakers[n]
-		out[i] = e.status(now)
+		_, r := apply(m.breakers[n], now, opRead{})
+		out[i] = r.Status
 	}
 	return out, nil
 }
