@@ -42,7 +42,7 @@ func (HalfOpen) isChange()   {}
 // not open, or forced (the caller says why).
 func (s *State) halfOpenAsked(v View, a *Actions) {
 	switch {
-	case v.Halted || v.State != breaker.Open || v.Forced || s.Force.Kind == ForceSending || s.failsClosed():
+	case v.Halted || v.State != breaker.Open || v.Forced || s.Force == ForceSending || s.failsClosed():
 	case s.Link.Down || s.Trip.Kind == TripAlone:
 		a.Change = HalfOpen{Gen: v.Gen}
 	default:
@@ -64,7 +64,7 @@ func (s *State) halfOpenReply(v View, now time.Time, m HalfOpenReply, a *Actions
 		if a.Change == nil && open && !s.failsClosed() {
 			a.Change = HalfOpen{Gen: v.Gen}
 		}
-	case m.Applied && open && s.Force.Kind != ForceSending:
+	case m.Applied && open && s.Force != ForceSending:
 		s.raise(v, m.Status.Epoch)
 		if s.Probe.Kind == ProbeHeld {
 			s.Probe = Probe{}

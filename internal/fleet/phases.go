@@ -207,7 +207,7 @@ func (s State) Check(v View) error {
 	case t.Kind == TripAwaiting && s.Link.Down:
 		bad("trip awaiting while the store is unreachable: the outage's trip tells the fleet")
 	}
-	switch f := s.Force.Kind; {
+	switch f := s.Force; {
 	case f > ForceSending:
 		bad("force: unknown kind %d", f)
 	case f == ForceSending && s.Link.Down:

@@ -109,7 +109,7 @@ type State struct {
 	// made alone.
 	Trip OwnTrip
 	// Force is a forcing made here that the store has not confirmed.
-	Force Force
+	Force ForceKind
 	// Run is what this process reported into the shared run of
 	// consecutive failures (a consecutive policy).
 	Run Run
@@ -126,9 +126,6 @@ type State struct {
 	// quorum.go): a warning's memo, not a phase of the protocol.
 	QuorumSaid bool
 }
-
-// Force is the phase of a forcing made here: Kind.
-type Force struct{ Kind ForceKind }
 
 // View is what the owner of a State sees besides it: the breaker's
 // machine, as one snapshot, and the count of status reads the hub of its
@@ -522,9 +519,9 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		// until the store confirms it (ManualReply): if the store does
 		// not, the fleet is forced once it answers. A Reset supersedes
 		// a forcing not confirmed yet.
-		s.Force = Force{}
+		s.Force = ForceNone
 		if m.Force {
-			s.Force.Kind = ForceAsked
+			s.Force = ForceAsked
 		}
 		if s.Link.Down && !m.Force {
 			s.holdReset(v, &a)
@@ -534,8 +531,8 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 		if m.Err != nil {
 			// The action is this process's alone until the store
 			// answers: a forcing then forces the fleet.
-			if m.Force && s.Force.Kind == ForceAsked {
-				s.Force.Kind = ForcePending
+			if m.Force && s.Force == ForceAsked {
+				s.Force = ForcePending
 			}
 			s.fallBack(v, m.Err, &a)
 			if !m.Force {
@@ -543,8 +540,8 @@ func Step(s State, v View, now time.Time, m Msg) (State, Actions) {
 			}
 			break
 		}
-		if m.Force && s.Force.Kind == ForceAsked {
-			s.Force = Force{}
+		if m.Force && s.Force == ForceAsked {
+			s.Force = ForceNone
 		}
 		if s.Probe.Kind == ProbeHeld {
 			s.Probe = Probe{} // the new epoch ends the lease
@@ -1015,12 +1012,12 @@ func (s *State) applied(m Applied, a *Actions) {
 
 // decided takes the store's answer to a call the loop made.
 func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
-	forcing := s.Force.Kind == ForceSending
+	forcing := s.Force == ForceSending
 	if forcing {
 		// The fleet's forcing is in the store, or the store did not
 		// answer: then it stays this process's, and the next return
 		// forces the fleet.
-		s.Force = Force{}
+		s.Force = ForceNone
 	}
 	if s.Probe.Kind == ProbeReopening {
 		s.Probe = Probe{} // the failed probe's verdict is in, or lost
@@ -1028,7 +1025,7 @@ func (s *State) decided(v View, now time.Time, m Decided, a *Actions) {
 	switch {
 	case m.Err != nil:
 		if forcing {
-			s.Force.Kind = ForcePending
+			s.Force = ForcePending
 		}
 		s.fallBack(v, m.Err, a)
 	case s.Link.Down:
@@ -1050,11 +1047,11 @@ func (s *State) fallBack(v View, err error, a *Actions) {
 		return
 	}
 	a.loop(Lost{Err: err})
-	if s.Force.Kind == ForceSending {
+	if s.Force == ForceSending {
 		// The forcing's answer may never come: it is this process's
 		// again, and the next return forces the fleet (forcing a
 		// forced breaker changes nothing).
-		s.Force.Kind = ForcePending
+		s.Force = ForcePending
 	}
 	if w := s.Trip; w.Kind == TripAwaiting {
 		// The opening it awaited may never be heard of now: the fleet
@@ -1092,12 +1089,12 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 	switch {
 	case s.Fallback == store.FailClosed && v.State == breaker.Open && v.Until.IsZero() && !v.Forced:
 		a.Change = Move{Gen: v.Gen, State: breaker.Closed}
-	case v.Forced && (s.Force.Kind == ForcePending || s.Force.Kind == ForceAsked):
+	case v.Forced && (s.Force == ForcePending || s.Force == ForceAsked):
 		// Forced open by hand during the outage: force the fleet. The
 		// forcing is this process's until the store confirms it
 		// (decided): a ForceCall that fails is made again at the next
 		// return.
-		s.Force.Kind = ForceSending
+		s.Force = ForceSending
 		a.loop(ForceCall{})
 	case v.Forced:
 		// Forced by following the fleet: the store says whether it
@@ -1123,7 +1120,7 @@ func (s *State) answered(v View, now time.Time, m Answered, a *Actions) {
 // applying its probe's verdict (the status waits for it).
 func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 	switch {
-	case s.Link.Down || s.Force.Kind == ForceSending || v.Halted:
+	case s.Link.Down || s.Force == ForceSending || v.Halted:
 		return
 	case s.Probe.Kind == ProbeDeciding:
 		if d := s.Probe.Deferred; d == nil || h.Status.Epoch >= d.Status.Epoch {
