@@ -115,8 +115,14 @@ func (sh *shared) halfOpen(b *Breaker) error {
 	})
 	a, notes = sh.step(fleet.HalfOpenReply{Applied: applied, Status: st, Err: err, At: b.mgr.clk.Now()}, nil)
 	sh.handOver(a, notes)
-	if err == nil && !applied {
+	switch {
+	case err == nil && !applied:
 		return sh.refused(b, st, call.Epoch)
+	case err == nil:
+		// The store ended the period for the fleet. This process
+		// follows it by the reply's step, or did already by the change
+		// the store announced, which its watch may deliver first.
+		return nil
 	}
 	return sh.halfOpened(b, before, notes, err)
 }
