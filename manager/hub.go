@@ -122,6 +122,7 @@ type hub struct {
 	chunk     int        // how many breakers the next read of the queue takes (nextChunk)
 	readFails int        // reads of the queue failed in a row
 	readAt    time.Time  // the next read of the queue waits until then (readPause)
+	namesake  namesake   // what the announcements of the manager's name on the store said
 }
 
 // watchList is the list of breakers a store.NamesWatcher watches, and a
@@ -404,6 +405,7 @@ func (m *Manager) resyncDue() {
 			}
 			msg := m.statusOf(ctx, h, list)
 			msg.resync, msg.reports = true, reports
+			m.announce(ctx, h, &msg)
 			return msg
 		})
 	}

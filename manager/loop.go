@@ -347,4 +347,9 @@ func (m *Manager) shutdown() {
 
 // closeDone marks the manager as stopped. It is called once the loop has
 // returned, or by Stop in the place of a loop stuck in a callback.
-func (m *Manager) closeDone() { m.doneOnce.Do(func() { close(m.done) }) }
+func (m *Manager) closeDone() {
+	m.doneOnce.Do(func() {
+		freeNumber(m.number)
+		close(m.done)
+	})
+}

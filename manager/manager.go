@@ -73,9 +73,13 @@ type Options struct {
 	// lease, and as the opener of a breaker, with the error that opened
 	// it; the dashboard and the fusebox command line show it. Give each
 	// process of a fleet a name of its own, such as its host or pod name.
-	// The zero value means the host name and the process id, such as
-	// "web-7-1234" (with "-2", "-3", ... after it for a second, third, ...
-	// manager of the process). A name longer than 128 bytes, not valid
+	// The zero value means the host name, such as "web-7" (a pod's name
+	// on Kubernetes), with "-2", "-3", ... after it for a second, third,
+	// ... manager live at once in the process: a replica restarted keeps
+	// its name, so that a quorum counts a crash loop as the one replica it
+	// is. Two live processes of one name, such as two processes on one
+	// host that both left Name empty, are found through the store and a
+	// warning is logged: set Name for each. A name longer than 128 bytes, not valid
 	// UTF-8, or holding a space or a character that is not printable is
 	// logged, and every Register of a shared breaker fails with an error
 	// that names the field; breakers that are not shared do not use it.
@@ -135,6 +139,8 @@ type registerReq struct {
 type Manager struct {
 	name        string // Options.Name: names the process to stores
 	nameErr     error  // why Options.Name is refused, or nil
+	number      int    // the number of the default name it took, or 0 (defaultProcessName)
+	life        string // tells this life of the process from others of its name (newLife)
 	clk         clock.Clock
 	epoch       time.Time // clk.Now() at the start: timed calls count from it
 	log         *slog.Logger
@@ -250,10 +256,11 @@ func newManager(opts Options) *Manager {
 		m.watchdogAfter = defaultWatchdog
 	}
 	if m.name == "" {
-		m.name = defaultProcessName()
+		m.name, m.number = defaultProcessName()
 	} else if m.nameErr = checkProcessName(m.name); m.nameErr != nil {
 		m.logError("fusebox: Options.Name is refused; shared breakers cannot register", "error", m.nameErr)
 	}
+	m.life = newLife()
 	m.stores.init(m, opts)
 	return m
 }

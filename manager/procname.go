@@ -3,8 +3,9 @@ package manager
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -12,24 +13,51 @@ import (
 // maxProcessName is the longest Options.Name, in bytes.
 const maxProcessName = 128
 
-// started counts the managers made in this process, so that the default
-// name of each is its own.
-var started atomic.Int64
+// numbers holds the numbers of this process's live managers that took
+// the default name: the first is "web-7", a second live one "web-7-2",
+// and a manager started after one stopped takes the number it freed.
+var numbers struct {
+	sync.Mutex
+	live []bool // live[i]: number i+1 is taken
+}
 
-// defaultProcessName is Options.Name's zero value: the host name and the
-// process id ("web-7-1234"), and, for every manager of the process after
-// the first, its number ("web-7-1234-2"), so that two managers of one
-// process count as two processes of a quorum, as two processes would.
-func defaultProcessName() string {
+// defaultProcessName is Options.Name's zero value: the host name
+// ("web-7"), and, while another manager of the process holds it, the
+// lowest number no live manager of the process holds ("web-7-2"), so that
+// two managers of one process count as two processes of a quorum, as two
+// processes would. A replica restarted (a crash loop, a container
+// restarted in its pod) keeps its name, so that a quorum counts it as
+// the one replica it is. It returns the number taken, which free gives
+// back once the manager has stopped.
+func defaultProcessName() (string, int) {
 	host, err := os.Hostname()
 	if err != nil || host == "" || checkProcessName(host) != nil {
 		host = "fusebox"
 	}
-	name := clip(host, maxProcessName-24) + "-" + strconv.Itoa(os.Getpid())
-	if n := started.Add(1); n > 1 {
-		name += "-" + strconv.FormatInt(n, 10)
+	numbers.Lock()
+	defer numbers.Unlock()
+	n := slices.Index(numbers.live, false)
+	if n < 0 {
+		n = len(numbers.live)
+		numbers.live = append(numbers.live, false)
 	}
-	return name
+	numbers.live[n] = true
+	name := clip(host, maxProcessName-24)
+	if n > 0 {
+		name += "-" + strconv.Itoa(n+1)
+	}
+	return name, n + 1
+}
+
+// freeNumber gives back the number of a default name (defaultProcessName);
+// 0 is no number.
+func freeNumber(n int) {
+	if n <= 0 {
+		return
+	}
+	numbers.Lock()
+	numbers.live[n-1] = false
+	numbers.Unlock()
 }
 
 // checkProcessName reports why name cannot be Options.Name, or nil. The

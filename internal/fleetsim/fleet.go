@@ -198,7 +198,11 @@ func Run(plan Plan) Result {
 	r := w.draws.rand(keyCaller, 0)
 	for slot := range plan.Procs {
 		time.Sleep(between(r, time.Millisecond, 5*time.Millisecond))
-		w.startProc(slot, Crash, -1) // under its own name
+		kind := Crash // under its own name
+		if plan.defaultNamed(slot) {
+			kind = CrashDefaultName
+		}
+		w.startProc(slot, kind, -1)
 	}
 	done := make(chan struct{})
 	w.spawn(func() { w.checkpoints(done) })

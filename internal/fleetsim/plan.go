@@ -52,10 +52,9 @@ const (
 	// CrashNewName: as Crash, but the process starts again as a new
 	// replica, under a new name.
 	CrashNewName
-	// CrashDefaultName: as Crash, but every life of the process has the
-	// default name (host name, process id and a count), as a crash loop
-	// of a replica whose name nobody set: one replica, a new name each
-	// life.
+	// CrashDefaultName: as Crash, but every life of the process, its
+	// first among them, has the manager's default name, as a crash loop
+	// of a replica whose name nobody set.
 	CrashDefaultName
 	// Twin: a second live process with the name of Procs[0] runs from At
 	// to End.
@@ -272,8 +271,14 @@ func NewPlan(seed uint64, procs int, kinds Kinds) Plan {
 				span(k, 500*time.Millisecond, 3*time.Second, some(1+r.IntN(3)), 0)
 			case Pause:
 				span(k, 500*time.Millisecond, 2*time.Second, some(1), 0)
-			case Crash, CrashNewName, CrashDefaultName:
+			case Crash, CrashNewName:
 				span(k, 100*time.Millisecond, 2*time.Second, some(1), 0)
+			case CrashDefaultName:
+				// One replica whose name nobody set, from its first
+				// life: the other managers of the simulation share its
+				// OS process, and a second one crash-looping under the
+				// default name would trade numbers with it.
+				span(k, 100*time.Millisecond, 2*time.Second, []int{procs - 1}, 0)
 			case Twin:
 				span(k, time.Second, 4*time.Second, some(1), 0)
 			case DataLoss:
@@ -333,3 +338,14 @@ func (p Plan) without(drop func(i int) bool) Plan {
 
 // draws returns the plan's draws.
 func (p Plan) draws() draws { return draws{p.Seed} }
+
+// defaultNamed reports whether the process of slot has the default name
+// in every life (a CrashDefaultName of it is planned).
+func (p Plan) defaultNamed(slot int) bool {
+	for _, e := range p.Events {
+		if e.Kind == CrashDefaultName && slices.Contains(e.Procs, slot) {
+			return true
+		}
+	}
+	return false
+}

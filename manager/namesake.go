@@ -1,0 +1,86 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+)
+
+// An announcer is a store that keeps which life of a process announced
+// itself last under a name (redisstore.Store's Announce). A manager
+// announces itself through it at each resync, and so finds another live
+// process of its name: two processes of one name are one reporter to a
+// quorum and one opener to their fleet, which no store can tell apart.
+type announcer interface {
+	Announce(ctx context.Context, name, life string, ttl time.Duration) (prev string, err error)
+}
+
+// newLife returns what tells this manager's life from every other under
+// its name: which process and host it runs in, since when, and a random
+// part. A log line shows it.
+func newLife() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("pid %d on %q since %s #%s", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339), hex.EncodeToString(b[:]))
+}
+
+// announceTTL is how long a store keeps a manager's announcement: many
+// resyncs, so that one late resync does not hide a namesake, and at
+// least ten seconds.
+func announceTTL(resync time.Duration) time.Duration { return max(10*resync, 10*time.Second) }
+
+// A namesake is what a hub's announcements said of the manager's name on
+// its store: whether it announced itself yet, and the other life it heard
+// last under its name, and when.
+type namesake struct {
+	announced bool
+	other     string
+	at        time.Time
+}
+
+// heard is the rule by which a manager finds another live process of its
+// name: the store answered an announcement of life at now with prev, the
+// life that announced itself last under the name before. The first
+// answer tells nothing (prev may be the life this replica had before a
+// restart); after it, a prev other than its own life is a process that
+// announced itself since, under the same name: a namesake, which report
+// says to log when it is another than the last one heard, or heard again
+// after the store forgot it (ttl).
+func (n namesake) heard(life, prev string, now time.Time, ttl time.Duration) (_ namesake, report bool) {
+	if !n.announced {
+		return namesake{announced: true}, false
+	}
+	if prev == "" || prev == life {
+		return n, false
+	}
+	report = prev != n.other || now.Sub(n.at) > ttl
+	return namesake{announced: true, other: prev, at: now}, report
+}
+
+// announce announces the manager through the hub's store, if it can, at
+// the end of a resync whose read it answered (msg).
+func (m *Manager) announce(ctx context.Context, h *hub, msg *statusMsg) {
+	a, ok := h.st.(announcer)
+	if !ok || msg.err != nil {
+		return
+	}
+	prev, err := a.Announce(ctx, m.name, m.life, announceTTL(m.stores.resync))
+	if err == nil {
+		msg.announced, msg.namesake = true, prev
+	}
+}
+
+// heardNamesake applies the answer to an announcement of the manager on
+// hub h's store, and logs a namesake the first time it is heard.
+func (m *Manager) heardNamesake(h *hub, prev string) {
+	var report bool
+	h.namesake, report = h.namesake.heard(m.life, prev, m.clk.Now(), announceTTL(m.stores.resync))
+	if report {
+		m.logWarn("fusebox: another live process has this process's name: a quorum counts the two as one process, and both take themselves for the opener of what either opens; set Options.Name to a name of each process's own",
+			"field", "Name", "name", m.name, "this", m.life, "other", prev, "breakers", len(h.list), "names", h.breakerNames())
+	}
+}
