@@ -96,3 +96,85 @@ func TestSharedFailuresFoldedIntoOneReport(t *testing.T) {
 	assert.Equal(t, breaker.Open, b.State(), "the folded report trips it")
 	assert.Equal(t, int32(127), returned.Load())
 }
+
+// slowFirstFailure is a store whose first RecordFailure waits until the
+// test closes proceed; it counts the success reports.
+type slowFirstFailure struct {
+	store.Store
+	entered, proceed chan struct{}
+	calls            atomic.Int32
+	successes        atomic.Int32
+}
+
+func (s *slowFirstFailure) RecordFailure(ctx context.Context, name string, p store.Policy, failures int64, n []int64) (store.Verdict, error) {
+	if s.calls.Add(1) == 1 {
+		close(s.entered)
+		<-s.proceed
+	}
+	return s.Store.RecordFailure(ctx, name, p, failures, n)
+}
+
+func (s *slowFirstFailure) RecordSuccess(ctx context.Context, name string, p store.Policy, n []int64) (store.Verdict, error) {
+	s.successes.Add(1)
+	return s.Store.RecordSuccess(ctx, name, p, n)
+}
+
+// Counts are exact while a failure report is on its way: a success
+// released meanwhile ends the shared run after that report and before the
+// failures released after it, so a shared Consecutive breaker trips at the
+// call a local one does (defect 13: failure, success, failure opened a
+// shared Consecutive{2}, not the local one). Each case plays the outcomes
+// on a local breaker and on a shared one whose first report waits.
+func TestSharedSuccessDuringAReportEndsTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int
+		after    []bool // the outcomes released while the first failure's report waits: true a failure
+		open     bool
+	}{
+		{"failure, success, failure", 2, []bool{false, true}, false},
+		{"failure, failure, success, failure", 3, []bool{true, false, true}, false},
+		{"failure, success, failure, failure", 2, []bool{false, true, true}, true},
+		{"failure, failure that trips, success", 2, []bool{true, false}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := clock.NewMock()
+			st := &slowFirstFailure{Store: store.NewMemory(mock), entered: make(chan struct{}), proceed: make(chan struct{})}
+			var once sync.Once
+			let := func() { once.Do(func() { close(st.proceed) }) }
+			t.Cleanup(let)
+			m := manager.Start(manager.Options{Clock: mock, Logger: quietLogger, StoreTimeout: time.Hour, Resync: time.Hour})
+			t.Cleanup(m.Stop)
+			cfg := manager.Config{Strategy: breaker.Consecutive{Failures: tc.failures}, Recover: recover.BasicTimeout{Open: time.Minute}}
+			local := register(t, m, "local", cfg)
+			cfg.Store = st
+			shared := register(t, m, "shared", cfg)
+			m.Sync()
+
+			release(t, local, errBoom)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { defer wg.Done(); release(t, shared, errBoom) }()
+			received(t, st.entered, "the first failure's report")
+			failures := uint64(1)
+			for _, fail := range tc.after {
+				if local.State() == breaker.Closed {
+					release(t, local, map[bool]error{true: errBoom, false: nil}[fail])
+				}
+				if !fail {
+					release(t, shared, nil)
+					continue
+				}
+				failures++
+				wg.Add(1)
+				go func() { defer wg.Done(); release(t, shared, errBoom) }()
+				eventually(t, "the failure released", func() bool { return shared.Stats().Failures == failures })
+			}
+			let()
+			wg.Wait()
+			m.Sync()
+			assert.Equal(t, tc.open, local.State() == breaker.Open, "the local breaker: %v", local.State())
+			assert.Equal(t, local.State(), shared.State(), "the shared breaker trips as the local one does")
+		})
+	}
+}

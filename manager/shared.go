@@ -325,7 +325,7 @@ func (sh *shared) report(b *Breaker, r fleet.ReportCall) fleet.Recorded {
 		sh.pending.restore(succ, idx)
 	}
 	// The verdict's deadlines count from its arrival (see statusMsg.at).
-	return fleet.Recorded{Gen: r.Gen, Failure: r.Failure, Failures: r.Failures, LocalTrip: r.LocalTrip, Verdict: v, Err: err, At: b.mgr.clk.Now()}
+	return fleet.Recorded{Gen: r.Gen, Failure: r.Failure, Failures: r.Failures, LocalTrip: r.LocalTrip, Ends: r.Ends, Verdict: v, Err: err, At: b.mgr.clk.Now()}
 }
 
 // call runs a store call on a caller's goroutine, with the store deadline,

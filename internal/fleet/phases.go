@@ -67,10 +67,21 @@ const (
 	// once the reply is in. A process so has at most one failure report
 	// of a breaker in flight, however many of its callers fail at once.
 	ReportInFlight
+	// ReportEnded: as ReportInFlight, and a success of the closed
+	// generation Gen came after it, which ends the run the report adds
+	// to (a consecutive policy): once the reply is in, its caller sends
+	// the success, before the failures folded since (Folded).
+	ReportEnded
+	// ReportEnding: the success that ends the run is on its way (a
+	// ReportCall that Ends); the failures folded since (Folded) go once
+	// its reply is in.
+	ReportEnding
 )
 
-// String returns "idle" or "in flight".
-func (k ReportKind) String() string { return [...]string{"idle", "in flight"}[k] }
+// String returns "idle", "in flight", "ended" or "ending".
+func (k ReportKind) String() string {
+	return [...]string{"idle", "in flight", "ended", "ending"}[k]
+}
 
 // Report is the failure report's phase.
 type Report struct {
@@ -180,14 +191,20 @@ func (s State) Check(v View) error {
 		bad("probe held for generation %d, ahead of the machine's %d", p.Lease.Gen, v.Gen)
 	}
 	switch r := s.Report; {
-	case r.Kind > ReportInFlight:
+	case r.Kind > ReportEnding:
 		bad("report: unknown kind %d", r.Kind)
 	case r.Kind == ReportIdle && r != (Report{}):
 		bad("report idle with folded failures %+v", r)
 	case r.Folded < 0:
 		bad("report: %d failures folded", r.Folded)
-	case r.Folded == 0 && (r.FoldedTrip || r.Gen != 0):
-		bad("report: a folded trip or generation without folded failures %+v", r)
+	case r.Folded == 0 && r.FoldedTrip:
+		bad("report: a folded trip without folded failures %+v", r)
+	case r.Kind == ReportInFlight && r.Folded == 0 && r.Gen != 0:
+		bad("report: a generation without folded failures %+v", r)
+	case (r.Kind == ReportEnded || r.Kind == ReportEnding) && r.Gen == 0:
+		bad("report %v without the generation of its success", r.Kind)
+	case (r.Kind == ReportEnded || r.Kind == ReportEnding) && s.Policy.Rate > 0:
+		bad("report %v under a window policy: only a consecutive run ends", r.Kind)
 	}
 	switch t := s.Trip; {
 	case t.Kind > TripOutage:

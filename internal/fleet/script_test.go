@@ -150,7 +150,7 @@ func parse(t *testing.T, words []string) *args {
 
 func isFlag(w string) bool {
 	switch w {
-	case "failure", "success", "ignore", "localtrip", "err", "won", "canceled", "applied", "forced", "force", "reset", "dryrun":
+	case "failure", "success", "ignore", "localtrip", "ends", "err", "won", "canceled", "applied", "forced", "force", "reset", "dryrun":
 		return true
 	}
 	return false
@@ -300,7 +300,7 @@ func (d *script) run(line string) string {
 		if _, ok := a.kv["n"]; !ok && a.has("failure") {
 			n = 1 // a failure report reports one failure at least
 		}
-		msg = fleet.Recorded{Gen: a.posInt(0), Failure: a.has("failure"), Failures: n, LocalTrip: a.has("localtrip"), Verdict: v, Err: a.err(), At: d.now}
+		msg = fleet.Recorded{Gen: a.posInt(0), Failure: a.has("failure"), Failures: n, LocalTrip: a.has("localtrip"), Ends: a.has("ends"), Verdict: v, Err: a.err(), At: d.now}
 	case "awaited":
 		msg = fleet.Awaited{Gen: a.posInt(0)}
 	case "probewon":

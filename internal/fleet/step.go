@@ -167,6 +167,7 @@ type Recorded struct {
 	Failure   bool
 	Failures  int64
 	LocalTrip bool
+	Ends      bool
 	Verdict   store.Verdict
 	Err       error
 	At        time.Time
@@ -380,13 +381,15 @@ type Call interface{ isCall() }
 
 // ReportCall tells the store of an outcome of the closed generation Gen:
 // RecordFailure of Failures failures (Failure), or RecordSuccess;
-// LocalTrip: one of them tripped the process's own count. Its reply is a
-// Recorded with the same fields.
+// LocalTrip: one of them tripped the process's own count; Ends: the
+// success that ends the run before the failures folded since
+// (ReportEnding). Its reply is a Recorded with the same fields.
 type ReportCall struct {
 	Failure   bool
 	Failures  int64
 	Gen       uint64
 	LocalTrip bool
+	Ends      bool
 }
 
 // AcquireCall asks the store for a probe lease. Its reply is a
@@ -602,7 +605,10 @@ type Hints struct {
 
 // Hints returns what Quiet needs of s, and Stats shows.
 func (s State) Hints() Hints {
-	return Hints{Down: s.Link.Down, Dirty: s.Run.Kind == RunReported, DryRun: s.DryRun, Window: s.Policy.Rate > 0,
+	// A success is stepped while it has a run to end: one this process
+	// reported into, or one its failure report on the way adds to.
+	dirty := s.Run.Kind == RunReported || s.Report.Kind != ReportIdle && s.Policy.Rate <= 0
+	return Hints{Down: s.Link.Down, Dirty: dirty, DryRun: s.DryRun, Window: s.Policy.Rate > 0,
 		Calls: s.Calls, Failures: s.Failures, Processes: s.Processes, Policy: s.Policy}
 }
 
@@ -619,13 +625,16 @@ func (s *State) outcome(v View, m Outcome, a *Actions) {
 		s.localTrip(m.Gen, m.Outcome, m.LocalTrip, a)
 	case s.DryRun:
 		s.dryOutcome(m, a)
-	case m.Outcome == classify.Failure && s.Report.Kind == ReportInFlight:
+	case m.Outcome == classify.Failure && s.Report.Kind != ReportIdle:
 		r := &s.Report
 		if r.Gen != m.Gen {
 			// Failures folded in an earlier closed generation are
 			// stale: the next report is of this one.
 			a.Dropped += r.Folded
 			r.Folded, r.Gen, r.FoldedTrip = 0, m.Gen, false
+			if r.Kind == ReportEnded {
+				r.Kind = ReportInFlight // the success ended a run of that generation
+			}
 		}
 		r.Folded++
 		r.FoldedTrip = r.FoldedTrip || m.LocalTrip
@@ -633,6 +642,8 @@ func (s *State) outcome(v View, m Outcome, a *Actions) {
 	case m.Outcome == classify.Failure:
 		s.Report = Report{Kind: ReportInFlight}
 		a.Call = ReportCall{Failure: true, Failures: 1, Gen: m.Gen, LocalTrip: m.LocalTrip}
+	case m.Outcome == classify.Success && s.Report.Kind != ReportIdle && s.Policy.Rate <= 0:
+		s.successDuringReport(m)
 	case m.Outcome != classify.Success:
 	case s.Policy.Rate > 0:
 		a.Call = ReportCall{Gen: m.Gen, LocalTrip: m.LocalTrip}
@@ -642,6 +653,29 @@ func (s *State) outcome(v View, m Outcome, a *Actions) {
 		s.Run = Run{}
 		a.Call = ReportCall{Gen: m.Gen, LocalTrip: m.LocalTrip}
 	}
+}
+
+// successDuringReport is a success of the closed generation of m while
+// this process's failure report is on its way (or the success that ends
+// the run before the failures folded since): under a consecutive policy
+// it ends the run that report adds to, so the store must hear of it after
+// the report and before the failures released after it (ReportEnded),
+// or the run would outlive it (defect 13: failure, success, failure
+// opened a shared Consecutive{2} and not the local one). The failures
+// folded before it are in the run it ends: the store hears nothing of
+// them, as a local count keeps nothing of them. Unless they tripped the
+// process's own count: that trip stands, as a local breaker's would have
+// come before this success.
+func (s *State) successDuringReport(m Outcome) {
+	r := &s.Report
+	if r.Gen == m.Gen && r.FoldedTrip {
+		return
+	}
+	k := r.Kind
+	if k == ReportInFlight {
+		k = ReportEnded
+	}
+	*r = Report{Kind: k, Gen: m.Gen}
 }
 
 // foldedTrip reports whether a failure folded while a report of the
@@ -655,10 +689,13 @@ func (s *State) foldedTrip(gen uint64) bool {
 // the closed generation gen and nothing else was decided; otherwise they
 // are dropped (the machine moved on, or the store is unreachable: the
 // local count has them).
+//
+// A report ended by a success (ReportEnded) sends the success first, and
+// keeps the failures folded since for the success's reply (ReportEnding).
 func (s *State) unfold(gen uint64, a *Actions) {
 	r := s.Report
 	s.Report = Report{}
-	if r.Folded == 0 {
+	if r.Folded == 0 && r.Kind != ReportEnded {
 		return
 	}
 	if r.Gen != gen || a.Change != nil || s.Trip.Kind == TripDecided && s.Trip.Gen == gen+1 {
@@ -667,6 +704,12 @@ func (s *State) unfold(gen uint64, a *Actions) {
 	}
 	if a.Call != nil || s.Link.Down {
 		return // the local count has them
+	}
+	if r.Kind == ReportEnded {
+		s.Run = Run{} // the success ends it
+		s.Report = Report{Kind: ReportEnding, Gen: r.Gen, Folded: r.Folded, FoldedTrip: r.FoldedTrip}
+		a.Call = ReportCall{Gen: gen, Ends: true}
+		return
 	}
 	s.Report = Report{Kind: ReportInFlight}
 	a.Call = ReportCall{Failure: true, Failures: r.Folded, Gen: gen, LocalTrip: r.FoldedTrip}
@@ -694,13 +737,13 @@ func (s *State) recorded(v View, now time.Time, m Recorded, a *Actions) {
 		}
 		trips := m.LocalTrip || m.Failure && s.foldedTrip(m.Gen)
 		s.fallBack(v, m.Err, a)
-		if m.Failure {
+		if m.Failure || m.Ends {
 			s.unfold(m.Gen, a) // the store is unreachable: dropped
 		}
 		s.localTrip(m.Gen, o, trips, a)
 		return
 	}
-	if m.Failure {
+	if m.Failure || m.Ends {
 		defer s.unfold(m.Gen, a)
 	}
 	if m.Failure && s.Policy.Rate <= 0 {

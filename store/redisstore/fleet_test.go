@@ -245,6 +245,10 @@ type helperConfig struct {
 	// instead (slowStartHelper), in the role Role.
 	SlowStart time.Duration `json:"slow_start"`
 	Role      string        `json:"role"`
+	// Name is the helper's manager.Options.Name: each process of a
+	// fleet on one host has its own (the default, the host name, is the
+	// same for all of them).
+	Name string `json:"name"`
 }
 
 // helperMain runs a peer as a separate process: it calls the service
@@ -261,7 +265,7 @@ func helperMain() int {
 	}
 	c := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 	defer c.Close()
-	m := manager.Start(manager.Options{Logger: quiet})
+	m := manager.Start(manager.Options{Logger: quiet, Name: cfg.Name})
 	defer m.Stop()
 	mc := manager.Config{
 		Strategy: breaker.Consecutive{Failures: cfg.Failures},
@@ -363,12 +367,13 @@ func (s *syncBuffer) String() string {
 // all are ready, and waits for them.
 func runHelpers(t *testing.T, n int, cfg helperConfig) {
 	t.Helper()
-	env, err := json.Marshal(cfg)
-	require.NoError(t, err)
 	var cmds []*exec.Cmd
 	var outs []*syncBuffer
 	var gos []io.WriteCloser
-	for range n {
+	for i := range n {
+		cfg.Name = fmt.Sprintf("helper-%d", i)
+		env, err := json.Marshal(cfg)
+		require.NoError(t, err)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), helperEnv+"="+string(env))
 		out := &syncBuffer{}

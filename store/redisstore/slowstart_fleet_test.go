@@ -40,7 +40,7 @@ func slowStartHelper(cfg helperConfig) int {
 	}
 	c := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 	defer c.Close()
-	m := manager.Start(manager.Options{Logger: quiet})
+	m := manager.Start(manager.Options{Logger: quiet, Name: cfg.Name})
 	defer m.Stop()
 	b, err := m.Register("svc", manager.Config{
 		Strategy:  breaker.Consecutive{Failures: 1},
@@ -125,8 +125,8 @@ func TestFleetProcessesSlowStart(t *testing.T) {
 			var cmds []*exec.Cmd
 			var outs []*syncBuffer
 			var gos []io.WriteCloser
-			for _, role := range roles {
-				env := fmt.Sprintf(`{"redis":%q,"slow_start":%d,"role":%q}`, srv.Addr(), slow, role)
+			for i, role := range roles {
+				env := fmt.Sprintf(`{"redis":%q,"slow_start":%d,"role":%q,"name":"helper-%d"}`, srv.Addr(), slow, role, i)
 				cmd := exec.Command(os.Args[0], "-test.run=^$")
 				cmd.Env = append(os.Environ(), helperEnv+"="+env)
 				out := &syncBuffer{}

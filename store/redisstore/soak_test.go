@@ -183,7 +183,7 @@ func runSoakMember(cfg soakMemberConfig, cmds <-chan string, emit func(soakRecor
 	limit := soakStoreTimeout + soakCallMargin
 	client := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 	st := redisstore.New(client, redisstore.Options{})
-	m := manager.Start(manager.Options{StoreTimeout: soakStoreTimeout, Resync: soakResync, Logger: quiet})
+	m := manager.Start(manager.Options{Name: fmt.Sprintf("member-%d", cfg.ID), StoreTimeout: soakStoreTimeout, Resync: soakResync, Logger: quiet})
 	events, unsubscribe := m.Subscribe(1 << 16)
 	evDone := make(chan struct{})
 	go func() {

@@ -181,7 +181,7 @@ func startMember(cfg childConfig, idx int, logger *slog.Logger, out *wire) (*mem
 	mb.client = redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
 	mb.client.AddHook(mb.count)
 	st := redisstore.New(mb.client, redisstore.Options{})
-	mb.m = manager.Start(manager.Options{Logger: logger.With("manager", idx), Resync: cfg.Resync, StoreTimeout: cfg.StoreTimeout})
+	mb.m = manager.Start(manager.Options{Name: fmt.Sprintf("manager-%d", idx), Logger: logger.With("manager", idx), Resync: cfg.Resync, StoreTimeout: cfg.StoreTimeout})
 	events, unsubscribe := mb.m.Subscribe(4096)
 	mb.events.Add(1)
 	go func() {

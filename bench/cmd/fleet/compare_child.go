@@ -309,7 +309,7 @@ type fuseboxGuard struct {
 func newFuseboxGuard(cfg compareChildConfig, opened func(time.Time)) (*fuseboxGuard, error) {
 	g := &fuseboxGuard{}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	g.m = manager.Start(manager.Options{Logger: logger})
+	g.m = manager.Start(manager.Options{Name: fmt.Sprintf("replica-%d", cfg.Index), Logger: logger})
 	events, _ := g.m.Subscribe(256) // Stop closes the channel
 	g.events.Add(1)
 	go func() {
