@@ -399,7 +399,11 @@ func followsFleet(mod *fleetModel, i int, s *breaker.Snapshot) bool {
 		return probingFor(f.probeTo) || v.late && s.State == breaker.Probing
 	default:
 		lagging := s.State == breaker.Open && !s.Forced && s.Until.Equal(mod.openUntil(i)) && s.Until.After(now)
-		return s.State == breaker.HalfOpen || lagging || !f.leaseEnd.IsZero() && probingFor(f.leaseEnd) || v.late && s.State == breaker.Probing
+		// A lease given back is followed its lag after it was heard
+		// of (by the change, or a read after it), or at the end taken
+		// from it if sooner.
+		given := !f.givenAt.IsZero() && s.State == breaker.Probing && !s.Until.After(now.Add(mod.lag(i)))
+		return s.State == breaker.HalfOpen || lagging || !f.leaseEnd.IsZero() && probingFor(f.leaseEnd) || given || v.late && s.State == breaker.Probing
 	}
 }
 

@@ -123,6 +123,7 @@ type hub struct {
 	readFails int        // reads of the queue failed in a row
 	readAt    time.Time  // the next read of the queue waits until then (readPause)
 	namesake  namesake   // what the announcements of the manager's name on the store said
+	resyncs   int        // resyncs started: every announceEvery-th announces the manager
 }
 
 // watchList is the list of breakers a store.NamesWatcher watches, and a
@@ -382,6 +383,8 @@ func (m *Manager) resyncDue() {
 			continue
 		}
 		h.resyncing = true
+		announce := h.resyncs%announceEvery == 0
+		h.resyncs++
 		list := h.nextSweep()
 		var windows []*shared
 		if h.windows > 0 {
@@ -405,7 +408,9 @@ func (m *Manager) resyncDue() {
 			}
 			msg := m.statusOf(ctx, h, list)
 			msg.resync, msg.reports = true, reports
-			m.announce(ctx, h, &msg)
+			if announce {
+				m.announce(ctx, h, &msg)
+			}
 			return msg
 		})
 	}

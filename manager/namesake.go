@@ -11,7 +11,8 @@ import (
 
 // An announcer is a store that keeps which life of a process announced
 // itself last under a name (redisstore.Store's Announce). A manager
-// announces itself through it at each resync, and so finds another live
+// announces itself through it every announceEvery resyncs, and so finds
+// another live
 // process of its name: two processes of one name are one reporter to a
 // quorum and one opener to their fleet, which no store can tell apart.
 type announcer interface {
@@ -28,10 +29,17 @@ func newLife() string {
 	return fmt.Sprintf("pid %d on %q since %s #%s", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339), hex.EncodeToString(b[:]))
 }
 
-// announceTTL is how long a store keeps a manager's announcement: many
-// resyncs, so that one late resync does not hide a namesake, and at
-// least ten seconds.
-func announceTTL(resync time.Duration) time.Duration { return max(10*resync, 10*time.Second) }
+// announceEvery is how many resyncs a manager announces itself once: the
+// first, and every fifth after it, so that an idle manager pays two
+// commands every five resyncs for it.
+const announceEvery = 5
+
+// announceTTL is how long a store keeps a manager's announcement: four
+// of its announcements, so that a late one does not hide a namesake, and
+// at least twenty seconds.
+func announceTTL(resync time.Duration) time.Duration {
+	return max(4*announceEvery*resync, 20*time.Second)
+}
 
 // A namesake is what a hub's announcements said of the manager's name on
 // its store: whether it announced itself yet, and the other life it heard

@@ -84,6 +84,15 @@ func (sh *shared) effects(list []fleet.Effect) {
 				st, applied, err := sh.st.Resolve(ctx, name, e.Lease.Token, e.Lease.Epoch, classify.Failure, e.Reopen, why)
 				return decidedMsg{sh: sh, d: fleet.Decided{Won: applied, Status: st, Err: err, At: m.clk.Now()}}
 			})
+		case fleet.GiveBackCall:
+			why := sh.reason()
+			m.goStore(sh.hub, sh, func(ctx context.Context, _ time.Time) storeResult {
+				st, _, err := sh.st.Resolve(ctx, name, e.Lease.Token, e.Lease.Epoch, classify.Ignore, 0, why)
+				if err != nil {
+					return failedMsg{h: sh.hub, sh: sh, err: err}
+				}
+				return heardMsg{sh: sh, h: fleet.Heard{Status: st, At: m.clk.Now()}}
+			})
 		case fleet.ForceCall:
 			// Forced open here while the store was unreachable: force
 			// the fleet; until the answer, the breaker follows nothing

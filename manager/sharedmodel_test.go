@@ -88,6 +88,7 @@ type fleetStore struct {
 	forced    bool
 	by        string    // who opened the opened epoch (store.Reason.By)
 	leaseEnd  time.Time // the end of the epoch's last lease, kept once it ran out
+	givenAt   time.Time // when the epoch's last lease was given back (an ignored probe), if it was
 }
 
 func (f *fleetStore) opened() bool { return f.epoch%2 == 1 }
@@ -349,7 +350,8 @@ func (m *fleetModel) follow(i int, st store.Status, at time.Time, why string) {
 		m.edge("missed-opening-learnt-by-resync")
 	case why == "resync" && before.state == breaker.HalfOpen && got.state == breaker.Probing:
 		m.edge("lease-learnt-by-resync")
-	case why == "resync" && before.state == breaker.Probing && got.state == breaker.HalfOpen:
+	case why == "resync" && before.state == breaker.Probing && (got.state == breaker.HalfOpen || got.state == breaker.Probing && got.until.Before(before.until)):
+		// Half-open, or its lag after the read (a lease given back).
 		m.edge("lost-lease-learnt-by-resync")
 	case why == "reply" && st.Epoch > before.epoch:
 		m.edge("missed-change-learnt-by-reply")
@@ -413,7 +415,7 @@ func (m *fleetModel) acquire(i int) *fleetPermit {
 	}
 	if v.epoch == f.epoch && f.state(m.now) == breaker.HalfOpen {
 		f.holder, f.holderGen, f.probeTo = i, v.gen, m.now.Add(v.probe)
-		f.leaseEnd = f.probeTo
+		f.leaseEnd, f.givenAt = f.probeTo, time.Time{}
 		v.until, v.lease = f.probeTo, v.gen
 		if v.alt != nil {
 			v.alt.until, v.alt.lease = f.probeTo, v.gen
@@ -560,7 +562,7 @@ func (m *fleetModel) trip(i int) {
 		m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 	}
 	f.epoch++
-	f.openTo, f.holder, f.probeTo, f.forced, f.by, f.leaseEnd = m.now.Add(d), -1, time.Time{}, false, m.mgrs[i].name, time.Time{}
+	f.openTo, f.holder, f.probeTo, f.forced, f.by, f.leaseEnd, f.givenAt = m.now.Add(d), -1, time.Time{}, false, m.mgrs[i].name, time.Time{}, time.Time{}
 	m.raise(i, f.epoch)
 	m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d, Reason: store.Reason{By: f.by}}, "trip")
 }
@@ -634,7 +636,7 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 			m.move(i, breaker.HalfOpen, time.Time{}, false, "timer")
 		}
 		f.epoch += 2
-		f.openTo, f.holder, f.probeTo, f.by, f.leaseEnd = m.now.Add(d), -1, time.Time{}, v.name, time.Time{}
+		f.openTo, f.holder, f.probeTo, f.by, f.leaseEnd, f.givenAt = m.now.Add(d), -1, time.Time{}, v.name, time.Time{}, time.Time{}
 		m.raise(i, f.epoch)
 		m.publish(store.Change{Kind: store.Opened, Epoch: f.epoch, Open: d, Reason: store.Reason{By: f.by}}, "verdict")
 	case !valid:
@@ -646,14 +648,14 @@ func (m *fleetModel) releaseProbe(p *fleetPermit, o classify.Outcome) {
 	case o == classify.Success:
 		m.edge("probe-success")
 		f.epoch++
-		f.openTo, f.holder, f.probeTo, f.leaseEnd = time.Time{}, -1, time.Time{}, time.Time{}
+		f.openTo, f.holder, f.probeTo, f.leaseEnd, f.givenAt = time.Time{}, -1, time.Time{}, time.Time{}, time.Time{}
 		f.endRun()
 		m.raise(i, f.epoch)
 		m.move(i, breaker.Closed, time.Time{}, false, "verdict")
 		m.publish(store.Change{Kind: store.Closed, Epoch: f.epoch}, "verdict")
 	default:
 		m.edge("probe-ignored")
-		f.holder, f.probeTo = -1, time.Time{}
+		f.holder, f.probeTo, f.givenAt = -1, time.Time{}, m.now
 		m.move(i, breaker.HalfOpen, time.Time{}, false, "verdict")
 		m.publish(store.Change{Kind: store.Released, Epoch: f.epoch}, "verdict")
 	}
@@ -695,7 +697,7 @@ func (m *fleetModel) forceOpen(i int) {
 	v.lease = 0
 	if !(f.forced && f.opened()) {
 		f.epoch += 1 + f.epoch%2
-		f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd = time.Time{}, -1, time.Time{}, true, time.Time{}
+		f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd, f.givenAt = time.Time{}, -1, time.Time{}, true, time.Time{}, time.Time{}
 		defer m.publish(store.Change{Kind: store.Forced, Epoch: f.epoch}, "force")
 	}
 	m.raise(i, f.epoch)
@@ -715,7 +717,7 @@ func (m *fleetModel) reset(i int) {
 		}
 	}
 	f.epoch += 2 - f.epoch%2
-	f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd = time.Time{}, -1, time.Time{}, false, time.Time{}
+	f.openTo, f.holder, f.probeTo, f.forced, f.leaseEnd, f.givenAt = time.Time{}, -1, time.Time{}, false, time.Time{}, time.Time{}
 	f.endRun()
 	m.mgrs[i].lease = 0
 	if v := &m.mgrs[i]; v.state == breaker.Closed && v.ownGen == v.gen {

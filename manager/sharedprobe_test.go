@@ -57,8 +57,8 @@ func TestSharedJoinerLeaseIsItsProbeTime(t *testing.T) {
 // A manager whose probe's time (and lease) ran out is no longer the
 // lease's holder, though its probe's permit is not released yet: refused
 // by another manager's lease, it follows that lease, and the lease given
-// back (an ignored probe) leaves it half-open, as the fleet is, instead of
-// declining every call until that lease's end.
+// back (an ignored probe) leaves it half-open its lag later, as the fleet
+// is, instead of declining every call until that lease's end.
 func TestSharedRanOutProberFollowsAnothersLease(t *testing.T) {
 	mock := clock.NewMock()
 	ms, bs := startFleet(t, 2, mock, store.NewMemory(mock), fixedPeriods{open: time.Second, probe: time.Second})
@@ -85,7 +85,10 @@ func TestSharedRanOutProberFollowsAnothersLease(t *testing.T) {
 
 	p1.ReleaseOutcome(classify.Ignore) // the lease is given back: the fleet is half-open
 	syncAll(ms)
-	assert.Equal(t, breaker.HalfOpen, bs[1].State())
+	assert.Equal(t, breaker.HalfOpen, bs[1].State(), "the process that gave it back is half-open at once: it asks first")
+	assert.Equal(t, breaker.Probing, bs[0].State(), "manager 0 follows the lease given back its lag later")
+	mock.Add(maxLag)
+	syncAll(ms)
 	assert.Equal(t, breaker.HalfOpen, bs[0].State(), "manager 0 follows the lease given back")
 	p, err = bs[0].Acquire(context.Background())
 	if assert.NoError(t, err, "manager 0's caller may probe") {

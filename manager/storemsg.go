@@ -144,6 +144,19 @@ func (msg decidedMsg) handle(*Manager) {
 	msg.sh.loopStep(msg.d)
 }
 
+// heardMsg is a status a store call the loop made for breaker sh
+// returned (a lease given back, fleet.GiveBackCall).
+type heardMsg struct {
+	sh *shared
+	h  fleet.Heard
+}
+
+func (msg heardMsg) handle(*Manager) {
+	if !msg.sh.b.removed {
+		msg.sh.loopStep(msg.h)
+	}
+}
+
 // failedMsg says that a store call failed: one of breaker sh's, or, for sh
 // nil, the hub's watch.
 type failedMsg struct {

@@ -81,7 +81,8 @@ const Tolerance = 25 * time.Millisecond
 //     missed is learnt this way.
 //   - A status of the mirror's own epoch corrects it within the epoch: an
 //     open period's end, a lease another process took (followed by a
-//     mirror still open too: the store's period is over) or gave back. A
+//     mirror still open too: the store's period is over) or gave back
+//     (followed its Lag later, as a lease's end). A
 //     closed epoch changes nothing for a mirror closed or open in it (an
 //     open one has tripped and its opening is on its way to the store);
 //     one half-open or probing in it opened on its own while the store was
@@ -139,6 +140,24 @@ func Follow(m Mirror, st store.Status, at, now time.Time) (Mirror, bool) {
 		// opened epoch: a probe through the store decides.
 		if m.State != breaker.Probing && m.State != breaker.Closed || m.Holder {
 			return m, false
+		}
+		if m.State == breaker.Probing {
+			// Another process's lease is over in the store: the
+			// mirror turns half-open its Lag after it heard so, or at
+			// the end it took from the lease if sooner. A lease given
+			// back (a probe released as ignored) so costs one request:
+			// the process that gave it back is half-open at once, asks
+			// first, and the others hear of its lease (defect 11).
+			end := at.Add(m.Lag)
+			if m.Until.Before(end) {
+				end = m.Until
+			}
+			if end.After(now) {
+				if m.Until.Sub(end).Abs() <= Tolerance {
+					return m, false
+				}
+				want.State, want.Until = breaker.Probing, end
+			}
 		}
 	}
 	return moved(m, want, false)

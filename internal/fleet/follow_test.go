@@ -117,6 +117,9 @@ func TestFollow(t *testing.T) {
 		{"a change: the late echo of this process's own opening", mir(H, 1, time.Time{}, false), fleet.StatusOf(store.Change{Kind: store.Opened, Epoch: 1, Open: time.Second}), t0, t1, mir(H, 1, time.Time{}, false), false},
 		{"a change: closed", mir(P, 1, t1, false), fleet.StatusOf(store.Change{Kind: store.Closed, Epoch: 2}), t0, t0, mir(C, 2, time.Time{}, false), true},
 		{"a change: released", mir(P, 1, t1, false), fleet.StatusOf(store.Change{Kind: store.Released, Epoch: 1}), t0, t0, mir(H, 1, time.Time{}, false), true},
+		{"a change: another's lease given back: half-open its Lag later", lagged(P, 1, t1.Add(lag)), fleet.StatusOf(store.Change{Kind: store.Released, Epoch: 1}), t0, t0, lagged(P, 1, t0.Add(lag)), true},
+		{"a change: another's lease given back, heard past the Lag: half-open", lagged(P, 1, t1.Add(lag)), fleet.StatusOf(store.Change{Kind: store.Released, Epoch: 1}), t0, t0.Add(lag + time.Millisecond), lagged(H, 1, time.Time{}), true},
+		{"own epoch: another's lease over in the store, its end sooner than the Lag: kept", lagged(P, 3, t0.Add(10*time.Millisecond)), store.Status{Epoch: 3}, t0, t0, lagged(P, 3, t0.Add(10*time.Millisecond)), false},
 	}
 	for _, tt := range tests {
 		got, changed := fleet.Follow(tt.m, tt.st, tt.at, tt.now)

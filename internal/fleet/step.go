@@ -430,7 +430,8 @@ type ProbeAnswer struct {
 }
 
 // Effect is what only the manager's loop does: one of OpenCall,
-// ReopenCall, ForceCall, AskLease, Extend, Lost and Restored.
+// ReopenCall, ForceCall, GiveBackCall, AskLease, Extend, Lost and
+// Restored.
 type Effect interface{ isEffect() }
 
 // OpenCall opens the breaker in the store from closed epoch Epoch, until
@@ -450,6 +451,14 @@ type ReopenCall struct {
 // ForceCall forces the breaker open in the store, for a forcing made
 // while it was unreachable. Its reply is a Decided.
 type ForceCall struct{}
+
+// GiveBackCall gives back the lease a caller that gave up may hold: its
+// context ended while the store granted the lease (a Resolve of Ignore
+// for the lease's token, which changes nothing where the store did not
+// grant it). Without it the lease would stand for its whole length with
+// no trial under it, and the fleet wait for it (defect 11). Its reply is
+// a Heard of the status the store returned, or a Failed.
+type GiveBackCall struct{ Lease Lease }
 
 // AskLease asks Recover how long the next probe may run; the answer is a
 // LeaseDecided.
@@ -480,6 +489,7 @@ type Restored struct{}
 func (OpenCall) isEffect()     {}
 func (ReopenCall) isEffect()   {}
 func (ForceCall) isEffect()    {}
+func (GiveBackCall) isEffect() {}
 func (AskLease) isEffect()     {}
 func (AwaitOpening) isEffect() {}
 func (Extend) isEffect()       {}
@@ -881,9 +891,10 @@ func (s *State) probeReply(v View, now time.Time, m ProbeReply, a *Actions) {
 	}
 	switch {
 	case m.Canceled:
-		// The caller gave up: give the probe slot back. A lease the
-		// store granted meanwhile lapses at its time.
+		// The caller gave up: give the probe slot back, and the lease
+		// the store may have granted meanwhile.
 		a.Probe = ProbeAnswer{Hold: l.For, GiveBack: true}
+		a.loop(GiveBackCall{Lease: l})
 	case m.Err != nil:
 		// The local probe goes ahead, for the lease it asked for,
 		// unless the breaker fails closed or that time is over.

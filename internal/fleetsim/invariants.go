@@ -226,6 +226,7 @@ func (w *world) lostData() {
 	for _, o := range w.oracles {
 		o.carried = o.carried || o.epoch%2 == 1 && !o.forced
 		o.run, o.forced, o.crossing = nil, false, nil
+		o.given = nil // what is asked for afterwards is of the store's new life
 		o.life++
 	}
 }

@@ -15,7 +15,7 @@ func (s *Store) ProcessKey(name string) string { return s.prefix + ":process:{" 
 // Announce records that the process named name is live, in its life life
 // (a string of the manager's own, new at each start), for ttl, and returns
 // the life that announced itself under that name last, within its ttl, or
-// "" if none did. A manager announces itself at each Resync: a life other
+// "" if none did. A manager announces itself every five Resyncs: a life other
 // than its own, once it announced itself before, is another live process
 // of its name (fusebox's manager logs it). One round trip of a GET and a
 // SET; a process name's key expires ttl after its last announcement.

@@ -46,7 +46,8 @@ func (l *namesakeLife) warned() int { return strings.Count(l.log.String(), names
 // TestTwoLiveProcessesOfOneNameAreReported: two live managers of one name
 // on a real redis-server are one reporter to a quorum and one opener to
 // the fleet, which the store cannot tell apart; each finds the other
-// within two of its Resyncs and logs it once, naming the field. A replica
+// within two of its announcements (one every five Resyncs) and logs it
+// once, naming the field. A replica
 // restarted under its name (the life before it stopped) is not taken for
 // another.
 func TestTwoLiveProcessesOfOneNameAreReported(t *testing.T) {
@@ -57,12 +58,12 @@ func TestTwoLiveProcessesOfOneNameAreReported(t *testing.T) {
 
 	t.Run("a restart is not a namesake", func(t *testing.T) {
 		first := startNamesake(t, st, "replica")
-		for range 3 {
+		for range 12 {
 			first.resync()
 		}
 		first.m.Stop()
 		again := startNamesake(t, st, "replica")
-		for range 5 {
+		for range 12 {
 			again.resync()
 		}
 		assert.Zero(t, first.warned()+again.warned(), "%s%s", first.log, again.log)
@@ -71,7 +72,7 @@ func TestTwoLiveProcessesOfOneNameAreReported(t *testing.T) {
 	t.Run("two live ones are", func(t *testing.T) {
 		a, b := startNamesake(t, st, "twin"), startNamesake(t, st, "twin")
 		other := startNamesake(t, st, "other")
-		for range 4 {
+		for range 12 {
 			a.resync()
 			b.resync()
 			other.resync()
