@@ -70,6 +70,24 @@ func (h *kindHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
+// countedFleet starts n managers named web-00, web-01, ..., each with its
+// own client on addr and a hook counting what the client sends, with
+// breaker name registered on each, and waits for each to follow the store.
+func countedFleet(t *testing.T, addr, name string, cfg manager.Config, n int) ([]*peer, []*kindHook) {
+	var peers []*peer
+	var hooks []*kindHook
+	for i := range n {
+		p := startPeer(t, addr, name, cfg, manager.Options{Name: fmt.Sprintf("web-%02d", i)})
+		h := newKindHook()
+		p.c.AddHook(h)
+		peers, hooks = append(peers, p), append(hooks, h)
+	}
+	for _, p := range peers {
+		p.m.Sync()
+	}
+	return peers, hooks
+}
+
 // writes are the kinds of command that change a breaker's state in Redis.
 var writes = map[string]bool{"failure": true, "window": true, "open": true, "lease": true, "verdict": true, "reset": true, "force": true, "success": true}
 
@@ -150,17 +168,7 @@ func TestFleetEventCost(t *testing.T) {
 		Strategy: breaker.Consecutive{Failures: 5},
 		Recover:  recover.BasicTimeout{Open: 200 * time.Millisecond, ProbeTimeout: time.Second},
 	}
-	var peers []*peer
-	var hooks []*kindHook
-	for i := range managers {
-		p := startPeer(t, srv.Addr(), "cost", cfg, manager.Options{Name: fmt.Sprintf("web-%02d", i)})
-		h := newKindHook()
-		p.c.AddHook(h)
-		peers, hooks = append(peers, p), append(hooks, h)
-	}
-	for _, p := range peers {
-		p.m.Sync()
-	}
+	peers, hooks := countedFleet(t, srv.Addr(), "cost", cfg, managers)
 	var failing atomic.Bool
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -34,17 +33,7 @@ func TestFleetGivenBackLeaseCostsOne(t *testing.T) {
 		Strategy: breaker.Consecutive{Failures: 1},
 		Recover:  recover.BasicTimeout{Open: 250 * time.Millisecond, ProbeTimeout: 5 * time.Second},
 	}
-	var peers []*peer
-	var hooks []*kindHook
-	for i := range managers {
-		p := startPeer(t, srv.Addr(), "given", cfg, manager.Options{Name: fmt.Sprintf("web-%d", i)})
-		h := newKindHook()
-		p.c.AddHook(h)
-		peers, hooks = append(peers, p), append(hooks, h)
-	}
-	for _, p := range peers {
-		p.m.Sync()
-	}
+	peers, hooks := countedFleet(t, srv.Addr(), "given", cfg, managers)
 	leases := func() int64 { return fleetCounts(hooks)["lease"] }
 
 	ctx, cancel := context.WithCancel(context.Background())
