@@ -383,7 +383,9 @@ func (m *Manager) resyncDue() {
 			continue
 		}
 		h.resyncing = true
-		announce := h.resyncs%announceEvery == 0
+		if h.resyncs%announceEvery == 0 {
+			m.announce(h)
+		}
 		h.resyncs++
 		list := h.nextSweep()
 		var windows []*shared
@@ -408,9 +410,6 @@ func (m *Manager) resyncDue() {
 			}
 			msg := m.statusOf(ctx, h, list)
 			msg.resync, msg.reports = true, reports
-			if announce {
-				m.announce(ctx, h, &msg)
-			}
 			return msg
 		})
 	}

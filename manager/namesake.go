@@ -69,16 +69,33 @@ func (n namesake) heard(life, prev string, now time.Time, ttl time.Duration) (_ 
 	return namesake{announced: true, other: prev, at: now}, report
 }
 
-// announce announces the manager through the hub's store, if it can, at
-// the end of a resync whose read it answered (msg).
-func (m *Manager) announce(ctx context.Context, h *hub, msg *statusMsg) {
+// announce announces the manager through hub h's store, if it can and
+// the store answers, in a store call of its own beside the resync's read
+// (which it neither delays nor judges: a failed announcement says
+// nothing, and is not retried before the next).
+func (m *Manager) announce(h *hub) {
 	a, ok := h.st.(announcer)
-	if !ok || msg.err != nil {
+	if !ok || h.link.Down {
 		return
 	}
-	prev, err := a.Announce(ctx, m.name, m.life, announceTTL(m.stores.resync))
-	if err == nil {
-		msg.announced, msg.namesake = true, prev
+	ttl := announceTTL(m.stores.resync)
+	m.goStore(h, nil, func(ctx context.Context, _ time.Time) storeResult {
+		prev, err := a.Announce(ctx, m.name, m.life, ttl)
+		return announcedMsg{h: h, prev: prev, ok: err == nil}
+	})
+}
+
+// announcedMsg is a store's answer to an announcement of the manager
+// (announce): the life announced under its name before, if ok.
+type announcedMsg struct {
+	h    *hub
+	prev string
+	ok   bool
+}
+
+func (msg announcedMsg) handle(m *Manager) {
+	if msg.ok {
+		m.heardNamesake(msg.h, msg.prev)
 	}
 }
 

@@ -77,19 +77,12 @@ type statusMsg struct {
 	took           time.Duration
 	// reports are the resync's reports of windows' successes.
 	reports []successReport
-	// announced says that the resync announced the manager to the
-	// store, which answered namesake (announce).
-	announced bool
-	namesake  string
 }
 
 func (msg statusMsg) handle(m *Manager) {
 	h := msg.h
 	if msg.resync {
 		h.resyncing = false
-	}
-	if msg.announced {
-		m.heardNamesake(h, msg.namesake)
 	}
 	for _, r := range msg.reports {
 		r.handle()
