@@ -808,18 +808,20 @@ func (s *State) crossedBefore(m Recorded) bool {
 	return sharepolicy.Reached(p, store.Verdict{Failures: m.Verdict.Failures - m.Failures})
 }
 
-// awaited ends the wait for another process's opening: if none was heard
-// (the fleet is still in the closed epoch the trip was counted in), this
-// process opens the store itself, for what is left of its own period.
+// awaited ends the wait for another process's opening: if none was heard,
+// this process opens the store itself from the closed epoch the trip was
+// counted in, for what is left of its own period.
 func (s *State) awaited(m Awaited, a *Actions) {
 	w := s.Trip
 	if w.Kind != TripAwaiting || w.Gen != m.Gen {
 		return
 	}
 	s.Trip = OwnTrip{}
-	if s.Epoch > w.Epoch {
-		return // heard of
-	}
+	// None heard (hear ends the wait on one): the store opens the
+	// trip's closed epoch if it is still in it, and refuses if the fleet
+	// moved on. This process's own epoch says nothing of it: after the
+	// store lost its data, the trip's epoch (the store's numbering) is
+	// below the one this process kept.
 	a.loop(OpenCall{Epoch: w.Epoch, Until: w.Until})
 }
 
@@ -1181,6 +1183,12 @@ func (s *State) hear(v View, now time.Time, h Heard, a *Actions) {
 			s.Probe.Deferred = &h
 		}
 		return
+	}
+	if w := s.Trip; w.Kind == TripAwaiting && h.Status.Opened() && h.Status.Epoch > w.Epoch {
+		// The opening it awaits, or a later one, in the store's
+		// numbering (after a data loss, below this process's epoch):
+		// the wait is over.
+		s.Trip = OwnTrip{}
 	}
 	if s.Trip.Kind == TripAlone && h.Status.Epoch <= s.Epoch {
 		// Opened alone, in the fleet's closed epoch: the fleet's state

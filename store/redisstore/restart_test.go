@@ -272,6 +272,17 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool,
 	for !cond() {
 		if time.Now().After(deadline) {
 			var b strings.Builder
+			if len(reps) > 0 {
+				// What the store holds of each breaker, as the test
+				// gives up.
+				st := redisstore.New(reps[0].client, redisstore.Options{Prefix: "restart"})
+				for name := range reps[0].breakers {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					status, err := st.Status(ctx, []string{name})
+					cancel()
+					fmt.Fprintf(&b, "the store's %s: %+v %v\n", name, status, err)
+				}
+			}
 			for _, r := range reps {
 				fmt.Fprintf(&b, "replica %d:", r.id)
 				for name, sl := range r.breakers {
