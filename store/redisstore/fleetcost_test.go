@@ -70,6 +70,21 @@ func (h *kindHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
+// everyMillisecond calls fn once a millisecond until ctx is done: a
+// caller of the fleet tests.
+func everyMillisecond(ctx context.Context, fn func()) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fn()
+	}
+}
+
 // countedFleet starts n managers named web-00, web-01, ..., each with its
 // own client on addr and a hook counting what the client sends, with
 // breaker name registered on each, and waits for each to follow the store.
@@ -188,21 +203,14 @@ func TestFleetEventCost(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
+			everyMillisecond(ctx, func() {
 				_ = p.b.Do(ctx, func(context.Context) error {
 					if failing.Load() {
 						return errBoom
 					}
 					return nil
 				})
-			}
+			})
 		}()
 	}
 	allIn := func(s breaker.State) func() bool {

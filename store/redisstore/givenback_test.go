@@ -55,23 +55,17 @@ func TestFleetGivenBackLeaseCostsOne(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
+			everyMillisecond(ctx, func() {
 				pm, err := p.b.Acquire(ctx)
 				if err != nil {
-					continue
+					return
 				}
 				if !pm.Probe() {
 					pm.Release(errBoom)
-					continue
+					return
 				}
 				mu.Lock()
+				defer mu.Unlock()
 				if giveBack {
 					before, at = leases(), time.Now()
 					pm.ReleaseOutcome(classify.Ignore)
@@ -86,8 +80,7 @@ func TestFleetGivenBackLeaseCostsOne(t *testing.T) {
 					pm.Release(errBoom)
 				}
 				giveBack = !giveBack
-				mu.Unlock()
-			}
+			})
 		}()
 	}
 	select {
